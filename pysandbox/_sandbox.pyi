@@ -1,0 +1,29 @@
+from collections.abc import Callable, Sequence
+from typing import TypedDict
+
+class RawResult(TypedDict):
+    wait_status: int
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool
+    stdout_truncated: bool
+    stderr_truncated: bool
+    killed_on_cap: bool
+    wall_time: float
+    user_time: float
+    system_time: float
+    max_rss: int
+
+def run(
+    argv: Sequence[str | bytes],
+    env: Sequence[str | bytes],
+    *,
+    rlimits: Sequence[tuple[int, int, int]] = ...,
+    pass_fds: Sequence[int] = ...,
+    stdin: bytes = ...,
+    on_stdout: Callable[[bytes], bytes | None] | None = ...,
+    stdout_cap: int = ...,
+    stderr_cap: int = ...,
+    kill_on_cap: bool = ...,
+    timeout: float = ...,
+) -> RawResult: ...

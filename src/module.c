@@ -1,0 +1,387 @@
+/*
+ * module.c: the Python face of the C core, module pysandbox._sandbox.
+ *
+ * The only file that includes Python.h.  It converts arguments to the plain
+ * C spec, releases the GIL around sbx_spawn and sbx_pump, takes it back in
+ * the hooks (signal checks every SBX_TICK_MS, the stdout callback), and
+ * turns the outcome into a dict of facts.  Policy lives in pysandbox/.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "sandbox.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+
+#define MAX_FALLBACK_FD (1 << 20)
+
+/* State shared with the hooks while the GIL is released. */
+struct call_ctx {
+    PyThreadState *tstate;
+    PyObject *on_stdout; /* borrowed; NULL when there is none */
+};
+
+/*
+ * tick_hook: take the GIL, run pending signal handlers (Ctrl-C raises
+ * KeyboardInterrupt here), give the GIL back.  Non-zero aborts the run with
+ * the exception left set.  Called by sbx_pump without the GIL.
+ */
+static int tick_hook(void *opaque)
+{
+    struct call_ctx *ctx = opaque;
+    int rc;
+    PyEval_RestoreThread(ctx->tstate);
+    rc = PyErr_CheckSignals();
+    ctx->tstate = PyEval_SaveThread();
+    return rc != 0;
+}
+
+/*
+ * stdout_hook: call on_stdout(chunk) with the GIL held.  A bytes reply is
+ * queued for stdin, None closes stdin once the queue is written.  Anything
+ * else, or an exception, aborts the run with the exception left set.
+ * Called by sbx_pump without the GIL.
+ */
+static int stdout_hook(void *opaque, const char *data, size_t len, struct sbx_input *input)
+{
+    struct call_ctx *ctx = opaque;
+    PyObject *chunk, *reply = NULL;
+    int rc = -1;
+
+    PyEval_RestoreThread(ctx->tstate);
+    chunk = PyBytes_FromStringAndSize(data, (Py_ssize_t)len);
+    if (chunk != NULL)
+        reply = PyObject_CallOneArg(ctx->on_stdout, chunk);
+    Py_XDECREF(chunk);
+    if (reply == NULL) {
+        /* the exception is set */
+    } else if (reply == Py_None) {
+        input->close_when_done = 1;
+        rc = 0;
+    } else if (PyBytes_Check(reply)) {
+        if (sbx_buffer_append(&input->pending, PyBytes_AS_STRING(reply),
+                              (size_t)PyBytes_GET_SIZE(reply)) == 0)
+            rc = 0;
+        else
+            PyErr_NoMemory();
+    } else {
+        PyErr_Format(PyExc_TypeError, "the stdin callback must return bytes or None, not %.100s",
+                     Py_TYPE(reply)->tp_name);
+    }
+    Py_XDECREF(reply);
+    ctx->tstate = PyEval_SaveThread();
+    return rc;
+}
+
+/*
+ * to_cstring_array: convert a sequence of str/bytes (filesystem encoding)
+ * into a NULL-terminated char* array.  The bytes objects are appended to
+ * `keep`, which owns them for as long as the array is used; the array is
+ * PyMem_Malloc'd and owned by the caller.  Needs the GIL.  Returns NULL with
+ * an exception set (embedded NUL: ValueError).
+ */
+static char **to_cstring_array(PyObject *seq, const char *what, PyObject *keep)
+{
+    PyObject *fast = PySequence_Fast(seq, what);
+    Py_ssize_t i, n;
+    char **array;
+    if (fast == NULL)
+        return NULL;
+    n = PySequence_Fast_GET_SIZE(fast);
+    array = PyMem_Calloc((size_t)n + 1, sizeof(char *));
+    if (array == NULL) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (i = 0; i < n; i++) {
+        PyObject *converted = NULL;
+        if (!PyUnicode_FSConverter(PySequence_Fast_GET_ITEM(fast, i), &converted) ||
+            PyList_Append(keep, converted) != 0) {
+            Py_XDECREF(converted);
+            Py_DECREF(fast);
+            PyMem_Free(array);
+            return NULL;
+        }
+        array[i] = PyBytes_AS_STRING(converted);
+        Py_DECREF(converted);
+    }
+    Py_DECREF(fast);
+    return array;
+}
+
+/*
+ * parse_rlimits: fill out[] from a sequence of (resource, soft, hard) int
+ * triples; -1 means RLIM_INFINITY.  Needs the GIL.  Returns the count or -1
+ * with an exception set.
+ */
+static Py_ssize_t parse_rlimits(PyObject *seq, struct sbx_rlimit *out)
+{
+    PyObject *fast = PySequence_Fast(seq, "rlimits must be a sequence");
+    Py_ssize_t i, n;
+    if (fast == NULL)
+        return -1;
+    n = PySequence_Fast_GET_SIZE(fast);
+    if (n > SBX_MAX_RLIMITS) {
+        Py_DECREF(fast);
+        PyErr_SetString(PyExc_ValueError, "too many rlimits");
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        long long soft, hard;
+        int resource;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, i), "iLL;rlimits items must be "
+                              "(resource, soft, hard)", &resource, &soft, &hard)) {
+            Py_DECREF(fast);
+            return -1;
+        }
+        out[i].resource = resource;
+        out[i].soft = soft < 0 ? RLIM_INFINITY : (rlim_t)soft;
+        out[i].hard = hard < 0 ? RLIM_INFINITY : (rlim_t)hard;
+    }
+    Py_DECREF(fast);
+    return n;
+}
+
+/*
+ * parse_fds: fill out[] from a sequence of fd numbers.  Needs the GIL.
+ * Returns the count or -1 with an exception set.
+ */
+static Py_ssize_t parse_fds(PyObject *seq, int *out)
+{
+    PyObject *fast = PySequence_Fast(seq, "pass_fds must be a sequence");
+    Py_ssize_t i, n;
+    if (fast == NULL)
+        return -1;
+    n = PySequence_Fast_GET_SIZE(fast);
+    if (n > SBX_MAX_PASS_FDS) {
+        Py_DECREF(fast);
+        PyErr_SetString(PyExc_ValueError, "too many pass_fds");
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        long fd = PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, i));
+        if (fd == -1 && PyErr_Occurred()) {
+            Py_DECREF(fast);
+            return -1;
+        }
+        if (fd < 0 || fd > INT_MAX) {
+            Py_DECREF(fast);
+            PyErr_SetString(PyExc_ValueError, "pass_fds must be valid fd numbers");
+            return -1;
+        }
+        out[i] = (int)fd;
+    }
+    Py_DECREF(fast);
+    return n;
+}
+
+/*
+ * fallback_fd_limit: the highest fd the child scans when close_range is
+ * missing (kernels before 5.9).  Needs nothing; any thread.
+ */
+static int fallback_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+        rl.rlim_cur > MAX_FALLBACK_FD)
+        return MAX_FALLBACK_FD;
+    return (int)rl.rlim_cur;
+}
+
+/*
+ * raise_spawn_error: OSError(errno, "<stage>: <strerror>", path).  The
+ * errno picks the OSError subclass (FileNotFoundError for ENOENT...).
+ * Needs the GIL; returns NULL.
+ */
+static PyObject *raise_spawn_error(const struct sbx_spawn_error *error, const char *path)
+{
+    PyObject *exc = PyObject_CallFunction(PyExc_OSError, "iss", error->err,
+                                          strerror(error->err), path);
+    PyObject *note;
+    if (exc == NULL)
+        return NULL;
+    note = PyUnicode_FromFormat("%s: %s", sbx_stage_name(error->stage), strerror(error->err));
+    if (note != NULL && PyObject_SetAttrString(exc, "strerror", note) == 0)
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    Py_XDECREF(note);
+    Py_DECREF(exc);
+    return NULL;
+}
+
+static double timeval_seconds(struct timeval tv)
+{
+    return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
+
+/*
+ * build_result: the outcome as a dict of facts.  Needs the GIL.  Returns a
+ * new reference or NULL with an exception set.  Does not free the outcome.
+ */
+static PyObject *build_result(const struct sbx_outcome *o)
+{
+    return Py_BuildValue(
+        "{s:i,s:y#,s:y#,s:O,s:O,s:O,s:O,s:d,s:d,s:d,s:L}", "wait_status", o->wait_status,
+        "stdout", o->out.data ? o->out.data : "", (Py_ssize_t)o->out.len, "stderr",
+        o->err.data ? o->err.data : "", (Py_ssize_t)o->err.len, "timed_out",
+        o->timed_out ? Py_True : Py_False, "stdout_truncated",
+        o->stdout_truncated ? Py_True : Py_False, "stderr_truncated",
+        o->stderr_truncated ? Py_True : Py_False, "killed_on_cap",
+        o->killed_on_cap ? Py_True : Py_False, "wall_time", o->wall_time, "user_time",
+        timeval_seconds(o->usage.ru_utime), "system_time", timeval_seconds(o->usage.ru_stime),
+        "max_rss", (long long)o->usage.ru_maxrss * 1024LL);
+}
+
+PyDoc_STRVAR(run_doc,
+             "run(argv, env, *, rlimits=(), pass_fds=(), stdin=b'', on_stdout=None,\n"
+             "    stdout_cap=max, stderr_cap=max, kill_on_cap=False, timeout) -> dict\n\n"
+             "Spawn argv[0] (an absolute path) with argv and env, apply rlimits in the\n"
+             "child, map pass_fds to fds 3, 4, ... and close every other fd.  Feed stdin,\n"
+             "capture stdout/stderr up to their caps, kill after `timeout` seconds.\n"
+             "Without on_stdout, stdin is closed once written; with it, on_stdout(chunk)\n"
+             "returns bytes to write or None to close stdin.  Returns a dict of facts;\n"
+             "raises OSError if the child could not be started.");
+
+/*
+ * sandbox_run: see run_doc.  Called with the GIL; releases it for the spawn
+ * and the loop.  Every fd, the child and all memory are released on every
+ * path; an exception from a hook (KeyboardInterrupt, the callback's own)
+ * propagates after the child is killed and reaped.
+ */
+static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"argv",        "env",        "rlimits",    "pass_fds",
+                               "stdin",       "on_stdout",  "stdout_cap", "stderr_cap",
+                               "kill_on_cap", "timeout",    NULL};
+    PyObject *argv_obj, *env_obj, *rlimits_obj = NULL, *fds_obj = NULL, *on_stdout = Py_None;
+    Py_buffer stdin_view = {0};
+    Py_ssize_t stdout_cap = PY_SSIZE_T_MAX, stderr_cap = PY_SSIZE_T_MAX, n;
+    int kill_on_cap = 0, pump_rc, spawn_rc;
+    double timeout = -1.0, started;
+    PyObject *keep = NULL, *result = NULL;
+    char **argv = NULL, **envp = NULL;
+    struct sbx_rlimit rlimits[SBX_MAX_RLIMITS];
+    int pass_fds[SBX_MAX_PASS_FDS];
+    struct sbx_spec spec;
+    struct sbx_child child;
+    struct sbx_spawn_error spawn_error;
+    struct sbx_input input;
+    struct sbx_outcome outcome;
+    struct sbx_pump_config config;
+    struct call_ctx ctx;
+
+    (void)module;
+    memset(&spec, 0, sizeof spec);
+    memset(&input, 0, sizeof input);
+    memset(&outcome, 0, sizeof outcome);
+    memset(&config, 0, sizeof config);
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOy*Onnpd:run", keywords, &argv_obj,
+                                     &env_obj, &rlimits_obj, &fds_obj, &stdin_view, &on_stdout,
+                                     &stdout_cap, &stderr_cap, &kill_on_cap, &timeout))
+        return NULL;
+    if (stdout_cap < 0 || stderr_cap < 0 || !(timeout > 0)) {
+        PyErr_SetString(PyExc_ValueError, "caps must be >= 0 and timeout > 0");
+        goto cleanup;
+    }
+    if (on_stdout != Py_None && !PyCallable_Check(on_stdout)) {
+        PyErr_SetString(PyExc_TypeError, "on_stdout must be callable or None");
+        goto cleanup;
+    }
+    keep = PyList_New(0);
+    if (keep == NULL)
+        goto cleanup;
+    argv = to_cstring_array(argv_obj, "argv must be a sequence", keep);
+    if (argv == NULL)
+        goto cleanup;
+    if (argv[0] == NULL || argv[0][0] != '/') {
+        PyErr_SetString(PyExc_ValueError, "argv[0] must be an absolute path");
+        goto cleanup;
+    }
+    envp = to_cstring_array(env_obj, "env must be a sequence", keep);
+    if (envp == NULL)
+        goto cleanup;
+    if (rlimits_obj != NULL) {
+        if ((n = parse_rlimits(rlimits_obj, rlimits)) < 0)
+            goto cleanup;
+        spec.rlimits = rlimits;
+        spec.n_rlimits = (size_t)n;
+    }
+    if (fds_obj != NULL) {
+        if ((n = parse_fds(fds_obj, pass_fds)) < 0)
+            goto cleanup;
+        spec.pass_fds = pass_fds;
+        spec.n_pass_fds = (size_t)n;
+    }
+    if (stdin_view.buf != NULL &&
+        sbx_buffer_append(&input.pending, stdin_view.buf, (size_t)stdin_view.len) != 0) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    input.close_when_done = on_stdout == Py_None;
+
+    spec.path = argv[0];
+    spec.argv = argv;
+    spec.envp = envp;
+    spec.close_fds_above = fallback_fd_limit();
+    config.stdout_cap = (size_t)stdout_cap;
+    config.stderr_cap = (size_t)stderr_cap;
+    config.kill_on_cap = kill_on_cap;
+    config.timeout_sec = timeout;
+    config.hooks.tick = tick_hook;
+    config.hooks.on_stdout = on_stdout == Py_None ? NULL : stdout_hook;
+    config.hooks.ctx = &ctx;
+    ctx.on_stdout = on_stdout == Py_None ? NULL : on_stdout;
+
+    ctx.tstate = PyEval_SaveThread();
+    started = sbx_monotonic();
+    spawn_rc = sbx_spawn(&spec, &child, &spawn_error);
+    pump_rc = spawn_rc == 0 ? sbx_pump(&child, &input, &config, &outcome, started) : 0;
+    PyEval_RestoreThread(ctx.tstate);
+
+    if (spawn_rc != 0)
+        raise_spawn_error(&spawn_error, spec.path);
+    else if (pump_rc == SBX_PUMP_FAILED)
+        PyErr_SetFromErrno(PyExc_OSError);
+    else if (pump_rc == SBX_PUMP_DONE)
+        result = build_result(&outcome);
+    /* SBX_PUMP_ABORTED: a hook left its exception set. */
+
+cleanup:
+    sbx_buffer_free(&outcome.out);
+    sbx_buffer_free(&outcome.err);
+    sbx_buffer_free(&input.pending);
+    PyMem_Free(argv);
+    PyMem_Free(envp);
+    Py_XDECREF(keep);
+    if (stdin_view.buf != NULL)
+        PyBuffer_Release(&stdin_view);
+    return result;
+}
+
+static PyMethodDef sandbox_methods[] = {
+    {"run", (PyCFunction)(void (*)(void))sandbox_run, METH_VARARGS | METH_KEYWORDS, run_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyModuleDef_Slot sandbox_slots[] = {
+#ifdef Py_mod_multiple_interpreters
+    {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
+#endif
+    {0, NULL},
+};
+
+static struct PyModuleDef sandbox_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "pysandbox._sandbox",
+    .m_doc = "C core of pysandbox: spawn bubblewrap under limits and pump its I/O.",
+    .m_size = 0,
+    .m_methods = sandbox_methods,
+    .m_slots = sandbox_slots,
+};
+
+PyMODINIT_FUNC PyInit__sandbox(void)
+{
+    return PyModuleDef_Init(&sandbox_module);
+}

@@ -1,0 +1,138 @@
+/*
+ * Internal interface of the pysandbox C core.
+ *
+ * Plain C only: this header must never include Python.h.  The files that
+ * include it (spawn.c, pump.c) therefore cannot touch a Python object, which
+ * is what makes it safe to run them in a vfork child and without the GIL.
+ */
+#ifndef PYSANDBOX_SANDBOX_H
+#define PYSANDBOX_SANDBOX_H
+
+#include <stddef.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#define SBX_MAX_RLIMITS 16
+#define SBX_MAX_PASS_FDS 16
+
+/* One resource limit the child applies to itself before exec. */
+struct sbx_rlimit {
+    int resource;
+    rlim_t soft;
+    rlim_t hard;
+};
+
+/*
+ * Everything the child needs, built by the parent before the clone.
+ * pass_fds[i] becomes fd 3 + i in the child; all other fds but 0, 1, 2 are
+ * closed.  path must be absolute: the child does no PATH lookup.
+ */
+struct sbx_spec {
+    const char *path;
+    char *const *argv;
+    char *const *envp;
+    const struct sbx_rlimit *rlimits;
+    size_t n_rlimits;
+    const int *pass_fds;
+    size_t n_pass_fds;
+    int close_fds_above; /* highest fd number to scan when close_range is missing */
+};
+
+/* The parent's handles on a running child.  Every fd is O_CLOEXEC. */
+struct sbx_child {
+    pid_t pid;
+    int pidfd;  /* -1 when the kernel has no CLONE_PIDFD */
+    int in_fd;  /* write end of the child's stdin, O_NONBLOCK */
+    int out_fd; /* read end of the child's stdout, O_NONBLOCK */
+    int err_fd; /* read end of the child's stderr, O_NONBLOCK */
+};
+
+/* Where a spawn failed; reported with the errno of the failing call. */
+enum sbx_stage {
+    SBX_STAGE_NONE = 0,
+    SBX_STAGE_PIPE,
+    SBX_STAGE_STACK,
+    SBX_STAGE_CLONE,
+    SBX_STAGE_SIGNALS,
+    SBX_STAGE_PDEATHSIG,
+    SBX_STAGE_RLIMIT,
+    SBX_STAGE_DUP2,
+    SBX_STAGE_CLOSE_FDS,
+    SBX_STAGE_EXEC,
+};
+
+struct sbx_spawn_error {
+    int stage;
+    int err;
+};
+
+const char *sbx_stage_name(int stage);
+
+int sbx_spawn(const struct sbx_spec *spec, struct sbx_child *child,
+              struct sbx_spawn_error *error);
+
+/* A growable byte buffer owned by whoever initialised it. */
+struct sbx_buffer {
+    char *data;
+    size_t len;
+    size_t alloc;
+};
+
+void sbx_buffer_free(struct sbx_buffer *buf);
+int sbx_buffer_append(struct sbx_buffer *buf, const char *data, size_t len);
+
+/* Pending bytes for the child's stdin. */
+struct sbx_input {
+    struct sbx_buffer pending;
+    size_t offset;       /* bytes of pending already written */
+    int close_when_done; /* close stdin once pending is written */
+};
+
+/*
+ * Callbacks the pump makes; both run WITHOUT the GIL held by the caller of
+ * sbx_pump, and may take it themselves.  A non-zero return aborts the run:
+ * the child is killed and reaped and sbx_pump returns SBX_PUMP_ABORTED.
+ *   tick:      called at least every SBX_TICK_MS milliseconds.
+ *   on_stdout: called with each chunk of stdout kept (before any cap), may
+ *              append to input and set input->close_when_done.  NULL: none.
+ */
+#define SBX_TICK_MS 50
+
+struct sbx_hooks {
+    int (*tick)(void *ctx);
+    int (*on_stdout)(void *ctx, const char *data, size_t len, struct sbx_input *input);
+    void *ctx;
+};
+
+struct sbx_pump_config {
+    size_t stdout_cap;
+    size_t stderr_cap;
+    int kill_on_cap;     /* kill the child as soon as a stream passes its cap */
+    double timeout_sec;  /* wall-clock limit; the child is killed past it */
+    struct sbx_hooks hooks;
+};
+
+/* Why the run ended, as facts; Python decides what they mean. */
+struct sbx_outcome {
+    int wait_status;
+    int timed_out;
+    int stdout_truncated;
+    int stderr_truncated;
+    int killed_on_cap;
+    double wall_time;
+    struct rusage usage;
+    struct sbx_buffer out;
+    struct sbx_buffer err;
+};
+
+enum { SBX_PUMP_DONE = 0, SBX_PUMP_ABORTED = 1, SBX_PUMP_FAILED = -1 };
+
+int sbx_pump(struct sbx_child *child, struct sbx_input *input,
+             const struct sbx_pump_config *config, struct sbx_outcome *outcome,
+             double started);
+
+void sbx_kill_and_reap(struct sbx_child *child, int *wait_status, struct rusage *usage);
+void sbx_child_close_fds(struct sbx_child *child);
+double sbx_monotonic(void);
+
+#endif
