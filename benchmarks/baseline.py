@@ -65,9 +65,7 @@ def _extra_binds(python_exe: str) -> list[str]:
     return ["--ro-bind", prefix, prefix]
 
 
-def _command(
-    tmp_dir: str, python_exe: str, mem_max_bytes: int, cpu_max_time_sec: int
-) -> list[str]:
+def _command(tmp_dir: str, python_exe: str, mem_max_bytes: int, cpu_max_time_sec: int) -> list[str]:
     return [
         _which("prlimit"),
         f"--cpu={cpu_max_time_sec}:{cpu_max_time_sec}",
@@ -151,9 +149,7 @@ def eval_in_sandbox(
             stderr=subprocess.PIPE,
         ) as proc:
             try:
-                returncode, out, err = _drain(
-                    proc, timeout_max_time_sec, io_max_kb * 1024
-                )
+                returncode, out, err = _drain(proc, timeout_max_time_sec, io_max_kb * 1024)
             except BaseException:
                 proc.kill()
                 raise

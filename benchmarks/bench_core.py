@@ -49,12 +49,8 @@ class Settings:
     calls_per_thread: int
 
 
-FULL = Settings(
-    warmup=5, latency_calls=50, big_out_reps=5, threads=8, calls_per_thread=10
-)
-QUICK = Settings(
-    warmup=2, latency_calls=10, big_out_reps=1, threads=8, calls_per_thread=2
-)
+FULL = Settings(warmup=5, latency_calls=50, big_out_reps=5, threads=8, calls_per_thread=10)
+QUICK = Settings(warmup=2, latency_calls=10, big_out_reps=1, threads=8, calls_per_thread=2)
 
 
 @dataclasses.dataclass
@@ -77,11 +73,7 @@ class Check:
     def verdict(self) -> str:
         if self.value is None:
             return "N/A "
-        ok = (
-            self.value >= self.limit
-            if self.higher_is_better
-            else self.value <= self.limit
-        )
+        ok = self.value >= self.limit if self.higher_is_better else self.value <= self.limit
         return "PASS" if ok else "FAIL"
 
 
@@ -90,7 +82,7 @@ def load_pysandbox() -> tuple[EvalFn | None, str]:
     try:
         import pysandbox
         from pysandbox import eval_in_sandbox
-    except Exception as exc:  # noqa: BLE001 - any import failure means "absent"
+    except Exception as exc:
         return None, f"NOT IMPORTABLE ({type(exc).__name__}: {exc})"
     version = getattr(pysandbox, "__version__", "?")
     return (
@@ -140,7 +132,7 @@ def throughput(fn: EvalFn, threads: int, calls_per_thread: int) -> float:
         try:
             for _ in range(calls_per_thread):
                 call_checked(fn, "print(1)", "1")
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+        except BaseException as exc:
             errors.append(exc)
 
     pool = [threading.Thread(target=worker) for _ in range(threads)]
@@ -197,9 +189,7 @@ def print_rows(rows: list[Row]) -> None:
     for r in rows:
         label = f"{r.metric} [{r.unit}]"
         pys, base = r.pysandbox, r.baseline
-        print(
-            f"{label:<50} {fmt(pys):>10} {fmt(base):>10} {fmt(ratio(pys, base), 3):>9}"
-        )
+        print(f"{label:<50} {fmt(pys):>10} {fmt(base):>10} {fmt(ratio(pys, base), 3):>9}")
 
 
 def print_checks(checks: list[Check]) -> None:
@@ -213,27 +203,17 @@ def print_checks(checks: list[Check]) -> None:
 def run(settings: Settings) -> None:
     pys_fn, pys_desc = load_pysandbox()
     have_pys = pys_fn is not None
-    fns: list[EvalFn] = ([pys_fn] if pys_fn is not None else []) + [
-        baseline.eval_in_sandbox
-    ]
+    fns: list[EvalFn] = ([pys_fn] if pys_fn is not None else []) + [baseline.eval_in_sandbox]
     print(f"pysandbox: {pys_desc}")
     print(f"settings:  {settings}")
     print()
 
     lat = split(
-        interleaved_medians(
-            fns, "print(1)", "1", settings.warmup, settings.latency_calls
-        ),
+        interleaved_medians(fns, "print(1)", "1", settings.warmup, settings.latency_calls),
         have_pys,
     )
-    tput_b = throughput(
-        baseline.eval_in_sandbox, settings.threads, settings.calls_per_thread
-    )
-    tput_p = (
-        throughput(pys_fn, settings.threads, settings.calls_per_thread)
-        if pys_fn
-        else None
-    )
+    tput_b = throughput(baseline.eval_in_sandbox, settings.threads, settings.calls_per_thread)
+    tput_p = throughput(pys_fn, settings.threads, settings.calls_per_thread) if pys_fn else None
     big_out = split(
         interleaved_medians(
             fns,
@@ -252,9 +232,7 @@ def run(settings: Settings) -> None:
     )
     print()
     lat_big = split(
-        interleaved_medians(
-            fns, "print(1)", "1", settings.warmup, settings.latency_calls
-        ),
+        interleaved_medians(fns, "print(1)", "1", settings.warmup, settings.latency_calls),
         have_pys,
     )
     del heap
@@ -310,14 +288,10 @@ def run(settings: Settings) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--quick", action="store_true", help="few repetitions (smoke test)"
-    )
+    parser.add_argument("--quick", action="store_true", help="few repetitions (smoke test)")
     args = parser.parse_args(argv)
     print("command:", shlex.join([sys.executable, *sys.argv]))
-    print(
-        f"python:    {platform.python_version()} ({sys.executable}), cpus={os.cpu_count()}"
-    )
+    print(f"python:    {platform.python_version()} ({sys.executable}), cpus={os.cpu_count()}")
     run(QUICK if args.quick else FULL)
     return 0
 

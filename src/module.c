@@ -132,8 +132,10 @@ static Py_ssize_t parse_rlimits(PyObject *seq, struct sbx_rlimit *out)
     for (i = 0; i < n; i++) {
         long long soft, hard;
         int resource;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, i), "iLL;rlimits items must be "
-                              "(resource, soft, hard)", &resource, &soft, &hard)) {
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, i),
+                              "iLL;rlimits items must be "
+                              "(resource, soft, hard)",
+                              &resource, &soft, &hard)) {
             Py_DECREF(fast);
             return -1;
         }
@@ -198,8 +200,8 @@ static int fallback_fd_limit(void)
  */
 static PyObject *raise_spawn_error(const struct sbx_spawn_error *error, const char *path)
 {
-    PyObject *exc = PyObject_CallFunction(PyExc_OSError, "iss", error->err,
-                                          strerror(error->err), path);
+    PyObject *exc =
+        PyObject_CallFunction(PyExc_OSError, "iss", error->err, strerror(error->err), path);
     PyObject *note;
     if (exc == NULL)
         return NULL;
@@ -217,26 +219,49 @@ static double timeval_seconds(struct timeval tv)
 }
 
 /*
+ * set_item: dict[key] = value, stealing the reference to value (which may be
+ * NULL after a failed constructor).  Needs the GIL.  Returns 0 or -1.
+ */
+static int set_item(PyObject *dict, const char *key, PyObject *value)
+{
+    int rc;
+    if (value == NULL)
+        return -1;
+    rc = PyDict_SetItemString(dict, key, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+/*
  * build_result: the outcome as a dict of facts.  Needs the GIL.  Returns a
  * new reference or NULL with an exception set.  Does not free the outcome.
  */
 static PyObject *build_result(const struct sbx_outcome *o)
 {
-    return Py_BuildValue(
-        "{s:i,s:y#,s:y#,s:O,s:O,s:O,s:O,s:d,s:d,s:d,s:L}", "wait_status", o->wait_status,
-        "stdout", o->out.data ? o->out.data : "", (Py_ssize_t)o->out.len, "stderr",
-        o->err.data ? o->err.data : "", (Py_ssize_t)o->err.len, "timed_out",
-        o->timed_out ? Py_True : Py_False, "stdout_truncated",
-        o->stdout_truncated ? Py_True : Py_False, "stderr_truncated",
-        o->stderr_truncated ? Py_True : Py_False, "killed_on_cap",
-        o->killed_on_cap ? Py_True : Py_False, "wall_time", o->wall_time, "user_time",
-        timeval_seconds(o->usage.ru_utime), "system_time", timeval_seconds(o->usage.ru_stime),
-        "max_rss", (long long)o->usage.ru_maxrss * 1024LL);
+    PyObject *d = PyDict_New();
+    if (d == NULL)
+        return NULL;
+    if (set_item(d, "wait_status", PyLong_FromLong(o->wait_status)) ||
+        set_item(d, "stdout", PyBytes_FromStringAndSize(o->out.data, (Py_ssize_t)o->out.len)) ||
+        set_item(d, "stderr", PyBytes_FromStringAndSize(o->err.data, (Py_ssize_t)o->err.len)) ||
+        set_item(d, "timed_out", PyBool_FromLong(o->timed_out)) ||
+        set_item(d, "stdout_truncated", PyBool_FromLong(o->stdout_truncated)) ||
+        set_item(d, "stderr_truncated", PyBool_FromLong(o->stderr_truncated)) ||
+        set_item(d, "killed_on_cap", PyBool_FromLong(o->killed_on_cap)) ||
+        set_item(d, "wall_time", PyFloat_FromDouble(o->wall_time)) ||
+        set_item(d, "user_time", PyFloat_FromDouble(timeval_seconds(o->usage.ru_utime))) ||
+        set_item(d, "system_time", PyFloat_FromDouble(timeval_seconds(o->usage.ru_stime))) ||
+        set_item(d, "max_rss", PyLong_FromLongLong((long long)o->usage.ru_maxrss * 1024LL))) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
 }
 
 PyDoc_STRVAR(run_doc,
-             "run(argv, env, *, rlimits=(), pass_fds=(), stdin=b'', on_stdout=None,\n"
-             "    stdout_cap=max, stderr_cap=max, kill_on_cap=False, timeout) -> dict\n\n"
+             "run($module, /, argv, env, *, rlimits=(), pass_fds=(), stdin=b'', on_stdout=None,\n"
+             "    stdout_cap=sys.maxsize, stderr_cap=sys.maxsize, kill_on_cap=False, timeout)\n"
+             "--\n\n"
              "Spawn argv[0] (an absolute path) with argv and env, apply rlimits in the\n"
              "child, map pass_fds to fds 3, 4, ... and close every other fd.  Feed stdin,\n"
              "capture stdout/stderr up to their caps, kill after `timeout` seconds.\n"
@@ -252,9 +277,9 @@ PyDoc_STRVAR(run_doc,
  */
 static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"argv",        "env",        "rlimits",    "pass_fds",
-                               "stdin",       "on_stdout",  "stdout_cap", "stderr_cap",
-                               "kill_on_cap", "timeout",    NULL};
+    static char *keywords[] = {"argv",        "env",       "rlimits",    "pass_fds",
+                               "stdin",       "on_stdout", "stdout_cap", "stderr_cap",
+                               "kill_on_cap", "timeout",   NULL};
     PyObject *argv_obj, *env_obj, *rlimits_obj = NULL, *fds_obj = NULL, *on_stdout = Py_None;
     Py_buffer stdin_view = {0};
     Py_ssize_t stdout_cap = PY_SSIZE_T_MAX, stderr_cap = PY_SSIZE_T_MAX, n;

@@ -118,8 +118,7 @@ void sbx_kill_and_reap(struct sbx_child *child, int *wait_status, struct rusage 
 {
     if (child->pid < 0)
         return;
-    if (child->pidfd < 0 ||
-        syscall(SYS_pidfd_send_signal, child->pidfd, SIGKILL, NULL, 0) != 0)
+    if (child->pidfd < 0 || syscall(SYS_pidfd_send_signal, child->pidfd, SIGKILL, NULL, 0) != 0)
         kill(child->pid, SIGKILL);
     reap(child, wait_status, usage);
 }
@@ -149,8 +148,7 @@ enum { STREAM_OPEN = 0, STREAM_EOF = 1, STREAM_ERROR = -1, STREAM_ABORT = -2 };
  * kept chunk to the on_stdout hook.  Returns a STREAM_* value.
  */
 static int drain_stream(int *fd, struct sbx_buffer *buf, size_t cap, int *truncated,
-                        const struct sbx_hooks *hooks, struct sbx_input *input,
-                        int is_stdout)
+                        const struct sbx_hooks *hooks, struct sbx_input *input, int is_stdout)
 {
     char chunk[CHUNK_SIZE];
     int i;
@@ -188,8 +186,8 @@ static int feed_stdin(int *fd, struct sbx_input *input)
 {
     while (input->offset < input->pending.len) {
         size_t left = input->pending.len - input->offset;
-        ssize_t n = write(*fd, input->pending.data + input->offset,
-                          left < CHUNK_SIZE ? left : CHUNK_SIZE);
+        ssize_t n =
+            write(*fd, input->pending.data + input->offset, left < CHUNK_SIZE ? left : CHUNK_SIZE);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -292,9 +290,8 @@ static int poll_timeout_ms(double now, double deadline, double next_tick, int ha
  * thread while it runs so a write to a closed stdin fails with EPIPE even
  * in a host that does not ignore SIGPIPE.
  */
-int sbx_pump(struct sbx_child *child, struct sbx_input *input,
-             const struct sbx_pump_config *config, struct sbx_outcome *outcome,
-             double started)
+int sbx_pump(struct sbx_child *child, struct sbx_input *input, const struct sbx_pump_config *config,
+             struct sbx_outcome *outcome, double started)
 {
     const struct sbx_hooks *hooks = &config->hooks;
     double deadline = started + config->timeout_sec;

@@ -68,8 +68,7 @@ struct sbx_spawn_error {
 
 const char *sbx_stage_name(int stage);
 
-int sbx_spawn(const struct sbx_spec *spec, struct sbx_child *child,
-              struct sbx_spawn_error *error);
+int sbx_spawn(const struct sbx_spec *spec, struct sbx_child *child, struct sbx_spawn_error *error);
 
 /* A growable byte buffer owned by whoever initialised it. */
 struct sbx_buffer {
@@ -107,8 +106,8 @@ struct sbx_hooks {
 struct sbx_pump_config {
     size_t stdout_cap;
     size_t stderr_cap;
-    int kill_on_cap;     /* kill the child as soon as a stream passes its cap */
-    double timeout_sec;  /* wall-clock limit; the child is killed past it */
+    int kill_on_cap;    /* kill the child as soon as a stream passes its cap */
+    double timeout_sec; /* wall-clock limit; the child is killed past it */
     struct sbx_hooks hooks;
 };
 
@@ -127,9 +126,8 @@ struct sbx_outcome {
 
 enum { SBX_PUMP_DONE = 0, SBX_PUMP_ABORTED = 1, SBX_PUMP_FAILED = -1 };
 
-int sbx_pump(struct sbx_child *child, struct sbx_input *input,
-             const struct sbx_pump_config *config, struct sbx_outcome *outcome,
-             double started);
+int sbx_pump(struct sbx_child *child, struct sbx_input *input, const struct sbx_pump_config *config,
+             struct sbx_outcome *outcome, double started);
 
 void sbx_kill_and_reap(struct sbx_child *child, int *wait_status, struct rusage *usage);
 void sbx_child_close_fds(struct sbx_child *child);

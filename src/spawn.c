@@ -37,8 +37,8 @@
  */
 struct child_args {
     const struct sbx_spec *spec;
-    int stdio[3];                    /* sources for fds 0, 1, 2 */
-    int pass[SBX_MAX_PASS_FDS];      /* sources for fds 3 .. 3 + n - 1 */
+    int stdio[3];               /* sources for fds 0, 1, 2 */
+    int pass[SBX_MAX_PASS_FDS]; /* sources for fds 3 .. 3 + n - 1 */
     volatile int stage;
     volatile int err;
 };
@@ -225,8 +225,7 @@ static pid_t clone_child(struct child_args *args, char *stack_top, int *pidfd)
 {
     pid_t pid;
     *pidfd = -1;
-    pid = clone(child_main, stack_top, CLONE_VM | CLONE_VFORK | CLONE_PIDFD, args,
-                pidfd);
+    pid = clone(child_main, stack_top, CLONE_VM | CLONE_VFORK | CLONE_PIDFD, args, pidfd);
     if (pid < 0 && errno == EINVAL) {
         *pidfd = -1;
         pid = clone(child_main, stack_top, CLONE_VM | CLONE_VFORK, args);
@@ -244,8 +243,7 @@ static pid_t clone_child(struct child_args *args, char *stack_top, int *pidfd)
  * Thread-safe; may run without the GIL (touches no Python object); blocks
  * every signal of the calling thread for the few microseconds of the clone.
  */
-int sbx_spawn(const struct sbx_spec *spec, struct sbx_child *child,
-              struct sbx_spawn_error *error)
+int sbx_spawn(const struct sbx_spec *spec, struct sbx_child *child, struct sbx_spawn_error *error)
 {
     struct child_args args;
     int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
@@ -271,8 +269,7 @@ int sbx_spawn(const struct sbx_spec *spec, struct sbx_child *child,
     if (floor < 3 + (int)spec->n_pass_fds)
         floor = 3 + (int)spec->n_pass_fds;
 
-    if (make_pipe(in_pipe, floor) || make_pipe(out_pipe, floor) ||
-        make_pipe(err_pipe, floor)) {
+    if (make_pipe(in_pipe, floor) || make_pipe(out_pipe, floor) || make_pipe(err_pipe, floor)) {
         error->stage = SBX_STAGE_PIPE;
         goto fail;
     }

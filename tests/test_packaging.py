@@ -1,0 +1,103 @@
+"""The package is well formed: formatted, typed, buildable from its sdist."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from pysandbox import _sandbox
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.no_bwrap
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name, path=os.path.dirname(sys.executable)) or shutil.which(name)
+    if found is None:
+        pytest.fail(f"{name} is not installed: pip install '.[test]'")
+    return found
+
+
+def test_python_is_ruff_clean() -> None:
+    subprocess.run([_tool("ruff"), "check", "--no-cache", str(ROOT)], check=True)
+    subprocess.run([_tool("ruff"), "format", "--check", "--no-cache", str(ROOT)], check=True)
+
+
+def test_c_is_clang_formatted() -> None:
+    sources = sorted(str(p) for p in (ROOT / "src").glob("*.[ch]"))
+    subprocess.run([_tool("clang-format"), "--dry-run", "-Werror", *sources], check=True)
+
+
+def test_only_python_h_file_is_module_c() -> None:
+    """The compiler can prove the child and the GIL-free loop touch no Python object."""
+    for source in (ROOT / "src").glob("*.[ch]"):
+        includes_python = "#include <Python.h>" in source.read_text()
+        assert includes_python == (source.name == "module.c"), source.name
+
+
+def test_extension_exports_only_its_init_function() -> None:
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("nm (binutils) is not installed")
+    symbols = subprocess.run(
+        [nm, "-D", "--defined-only", _sandbox.__file__], capture_output=True, text=True, check=True
+    ).stdout.split()
+    exported = [s for s in symbols if s.startswith(("PyInit", "sbx_"))]
+    assert exported == ["PyInit__sandbox"]
+
+
+def test_stub_matches_the_extension() -> None:
+    stub = ast.parse((ROOT / "pysandbox" / "_sandbox.pyi").read_text())
+    functions = {node.name: node for node in stub.body if isinstance(node, ast.FunctionDef)}
+    public = {name for name in dir(_sandbox) if not name.startswith("_")}
+    assert set(functions) == public
+    for name, node in functions.items():
+        real = inspect.signature(getattr(_sandbox, name)).parameters
+        positional = [a.arg for a in node.args.posonlyargs + node.args.args]
+        keyword_only = [a.arg for a in node.args.kwonlyargs]
+        assert positional + keyword_only == list(real), name
+        kinds = {p.name: p.kind for p in real.values()}
+        assert all(kinds[k] is inspect.Parameter.KEYWORD_ONLY for k in keyword_only), name
+
+
+def test_typed_package() -> None:
+    assert (ROOT / "pysandbox" / "py.typed").exists()
+
+
+@pytest.mark.slow
+def test_sdist_builds_and_contains_the_sources(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "build", "--sdist", "--outdir", str(tmp_path), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    (sdist,) = tmp_path.glob("pysandbox-*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        names = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
+    for required in (
+        "src/module.c",
+        "src/spawn.c",
+        "src/pump.c",
+        "src/sandbox.h",
+        "pysandbox/_sandbox.pyi",
+        "pysandbox/py.typed",
+        "tests/conftest.py",
+        "setup.py",
+        "pyproject.toml",
+        "README.rst",
+    ):
+        assert required in names, required
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), sdist],
+        check=True,
+        capture_output=True,
+    )
+    assert list(tmp_path.glob("pysandbox-*.whl"))
