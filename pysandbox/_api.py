@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import operator
-import os
 import resource
 
 from ._bwrap import bwrap_argv, find_bwrap, find_python, python_mounts
@@ -87,7 +86,7 @@ def eval_in_sandbox(
     python = find_python()
     argv = bwrap_argv(find_bwrap(), python, python_mounts(python))
     mem_bytes = mem_mb * 2**20
-    raw = launch(
+    ran = launch(
         argv,
         code=code,
         rlimits=[
@@ -99,17 +98,17 @@ def eval_in_sandbox(
         kill_on_cap=True,
         timeout=timeout,
     )
-    if raw["timed_out"]:
+    if ran.timed_out:
         raise SandboxError("Process timed out")
-    if raw["killed_on_cap"]:
+    if ran.killed_on_cap or ran.stdout_truncated or ran.stderr_truncated:
         raise SandboxError("I/O buffer size exceeded")
     try:
-        stdout = raw["stdout"].decode("utf-8")
-        stderr = raw["stderr"].decode("utf-8")
+        stdout = ran.stdout.decode("utf-8")
+        stderr = ran.stderr.decode("utf-8")
     except UnicodeDecodeError:
         raise SandboxError("Subprocess did not produce valid UTF-8") from None
     return ProcessOutput(
-        returncode=os.waitstatus_to_exitcode(raw["wait_status"]),
+        returncode=ran.returncode,
         stdout=stdout.strip(),
         stderr=stderr.strip(),
     )

@@ -23,9 +23,10 @@ __all__ = [
     "system_mounts",
 ]
 
-#: The passed fds, numbered as the C core maps them: pass_fds[i] becomes fd 3 + i.
+#: The fds bwrap gets, numbered as the C core maps them: pass_fds[i] becomes fd 3 + i
+#: and the report pipe comes next.  The code is the only passed fd.
 CODE_FD = 3
-STATUS_FD = 4
+STATUS_FD = CODE_FD + 1
 #: Where the sandboxed code lives (read-only), as in the reference implementation.
 CODE_DIR = "/home"
 CODE_PATH = "/home/code.py"
@@ -105,7 +106,7 @@ def bwrap_argv(bwrap: str, python: str, mounts: Sequence[str]) -> list[str]:
     """The full command line that runs ``CODE_PATH`` with ``python -u`` inside bubblewrap.
 
     Every namespace is unshared (no network); every capability is dropped, which matters
-    when the caller is root; the environment is cleared; the sandbox dies with its
+    when the caller is root; ``/proc/sys`` is read-only; the environment is cleared; the sandbox dies with its
     parent and gets a new session (no TIOCSTI into the caller's terminal).  The root,
     ``/home`` and ``/dev`` are read-only; the code arrives through fd ``CODE_FD`` and is
     copied into the sandbox, so no host file holds it.  bwrap reports on ``STATUS_FD``
@@ -128,6 +129,14 @@ def bwrap_argv(bwrap: str, python: str, mounts: Sequence[str]) -> list[str]:
     argv += [
         "--proc",
         "/proc",
+        # bwrap covers /proc/irq and /proc/bus but not these; for a root caller, uid 0
+        # inside could otherwise write the host's sysctls (kernel.core_pattern...).
+        "--ro-bind",
+        "/proc/sys",
+        "/proc/sys",
+        "--ro-bind-try",
+        "/proc/sysrq-trigger",
+        "/proc/sysrq-trigger",
         "--dev",
         "/dev",
         "--remount-ro",

@@ -3,16 +3,17 @@ could not be built.  Shared by every public entry point."""
 
 from __future__ import annotations
 
+import dataclasses
 import errno
+import json
 import os
 import resource
 from collections.abc import Callable, Sequence
 
 from . import _sandbox
-from ._bwrap import CODE_FD, STATUS_FD
 from ._errors import SandboxError
 
-__all__ = ["launch"]
+__all__ = ["Ran", "launch"]
 
 #: Fixes for the host faults a user can do something about, by errno of the failed call.
 _HOST_FIXES = {
@@ -54,11 +55,44 @@ def _write_code(code: bytes) -> int:
     return fd
 
 
-def _read_all(fd: int) -> bytes:
-    chunks = []
-    while chunk := os.read(fd, 65536):
-        chunks.append(chunk)
-    return b"".join(chunks)
+@dataclasses.dataclass(frozen=True)
+class Ran:
+    """Facts about one sandbox that was built and ran (or was killed while running)."""
+
+    #: The exit status as ``subprocess`` reports it: the exit code, or -N for signal N.
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+    stdout_truncated: bool
+    stderr_truncated: bool
+    timed_out: bool
+    killed_on_cap: bool
+    wall_time: float
+    #: CPU seconds and peak RSS of bwrap and every process it reaped; zero when the
+    #: host reaped bwrap itself (``usage_known`` false).
+    user_time: float
+    system_time: float
+    max_rss: int
+    usage_known: bool
+
+
+def _bwrap_report(report: bytes) -> dict[str, object]:
+    """Merge the JSON documents bwrap wrote on its ``--json-status-fd``."""
+    merged: dict[str, object] = {}
+    text = report.decode("utf-8", "replace")
+    decoder = json.JSONDecoder()
+    position = 0
+    while True:
+        while position < len(text) and text[position].isspace():
+            position += 1
+        if position >= len(text):
+            return merged
+        try:
+            document, position = decoder.raw_decode(text, position)
+        except ValueError:
+            return merged
+        if isinstance(document, dict):
+            merged.update(document)
 
 
 def _spawn_failure(exc: OSError) -> SandboxError:
@@ -68,7 +102,7 @@ def _spawn_failure(exc: OSError) -> SandboxError:
 
 def _setup_failure(raw: _sandbox.RawResult) -> SandboxError:
     words = raw["stderr"].decode("utf-8", "replace").strip() or "no message"
-    status = os.waitstatus_to_exitcode(raw["wait_status"])
+    status = os.waitstatus_to_exitcode(raw["wait_status"]) if raw["status_known"] else "lost"
     lowered = words.lower()
     if "namespace" in lowered or "uid map" in lowered or "operation not permitted" in lowered:
         fix = _USERNS_FIX
@@ -90,42 +124,62 @@ def launch(
     timeout: float,
     stdin: bytes = b"",
     on_stdout: Callable[[bytes], bytes | None] | None = None,
-) -> _sandbox.RawResult:
+) -> Ran:
     """Run ``argv`` (a bwrap command line from ``_bwrap``) and return the C core's facts.
 
     ``code`` is served on ``CODE_FD``; bwrap's status goes to ``STATUS_FD``.  Raises
-    ``SandboxError`` when bwrap cannot be started or cannot build the sandbox; an
+    ``SandboxError`` when bwrap cannot be started or cannot build the sandbox, or when
+    the exit status is lost and bwrap did not report it either; an
     exception from ``on_stdout`` or a ``KeyboardInterrupt`` propagates after the sandbox
     is killed and reaped.  The core always adds ``RLIMIT_CORE=0``: a crash inside must not
     hand its memory to the host's core-dump handler.
     """
     code_fd = _write_code(code)
-    status_r = status_w = -1
     try:
-        status_r, status_w = os.pipe2(os.O_CLOEXEC)
-        fds = {CODE_FD: code_fd, STATUS_FD: status_w}
-        try:
-            raw = _sandbox.run(
-                argv,
-                [],
-                rlimits=[*rlimits, (resource.RLIMIT_CORE, 0, 0)],
-                pass_fds=[fds[n] for n in sorted(fds)],
-                stdin=stdin,
-                on_stdout=on_stdout,
-                stdout_cap=stdout_cap,
-                stderr_cap=stderr_cap,
-                kill_on_cap=kill_on_cap,
-                timeout=timeout,
-            )
-        except OSError as exc:
-            raise _spawn_failure(exc) from exc
-        os.close(status_w)
-        status_w = -1
-        started = b'"child-pid"' in _read_all(status_r)
+        raw = _sandbox.run(
+            argv,
+            [],
+            rlimits=[*rlimits, (resource.RLIMIT_CORE, 0, 0)],
+            pass_fds=[code_fd],
+            report=True,
+            stdin=stdin,
+            on_stdout=on_stdout,
+            stdout_cap=stdout_cap,
+            stderr_cap=stderr_cap,
+            kill_on_cap=kill_on_cap,
+            timeout=timeout,
+        )
+    except OSError as exc:
+        raise _spawn_failure(exc) from exc
     finally:
-        for fd in (code_fd, status_r, status_w):
-            if fd >= 0:
-                os.close(fd)
-    if not started and not raw["timed_out"] and not raw["killed_on_cap"]:
+        os.close(code_fd)
+    report = _bwrap_report(raw["report"])
+    killed = raw["timed_out"] or raw["killed_on_cap"]
+    if "child-pid" not in report and not killed:
         raise _setup_failure(raw)
-    return raw
+    if raw["status_known"]:
+        returncode = os.waitstatus_to_exitcode(raw["wait_status"])
+    elif isinstance(report.get("exit-code"), int):
+        returncode = int(report["exit-code"])  # type: ignore[call-overload]
+    elif killed:
+        returncode = -9
+    else:
+        raise SandboxError(
+            "the sandbox's exit status was lost: something else in this process reaps "
+            "child processes (SIGCHLD set to SIG_IGN, or a waitpid(-1) loop); restore "
+            "SIGCHLD to SIG_DFL or reap only your own children"
+        )
+    return Ran(
+        returncode=returncode,
+        stdout=raw["stdout"],
+        stderr=raw["stderr"],
+        stdout_truncated=raw["stdout_truncated"],
+        stderr_truncated=raw["stderr_truncated"],
+        timed_out=raw["timed_out"],
+        killed_on_cap=raw["killed_on_cap"],
+        wall_time=raw["wall_time"],
+        user_time=raw["user_time"],
+        system_time=raw["system_time"],
+        max_rss=raw["max_rss"],
+        usage_known=raw["status_known"],
+    )

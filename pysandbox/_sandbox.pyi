@@ -2,9 +2,11 @@ from collections.abc import Callable, Sequence
 from typing import TypedDict
 
 class RawResult(TypedDict):
+    status_known: bool
     wait_status: int
     stdout: bytes
     stderr: bytes
+    report: bytes
     timed_out: bool
     stdout_truncated: bool
     stderr_truncated: bool
@@ -20,6 +22,7 @@ def run(
     *,
     rlimits: Sequence[tuple[int, int, int]] = ...,
     pass_fds: Sequence[int] = ...,
+    report: bool = ...,
     stdin: bytes = ...,
     on_stdout: Callable[[bytes], bytes | None] | None = ...,
     stdout_cap: int = ...,

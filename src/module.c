@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <string.h>
 
 #define MAX_FALLBACK_FD (1 << 20)
@@ -76,6 +77,21 @@ static int stdout_hook(void *opaque, const char *data, size_t len, struct sbx_in
 }
 
 /*
+ * sequence_snapshot: tuple(seq), or TypeError naming `what`.  Conversions of
+ * the items may run Python code (__fspath__, __index__) that mutates seq;
+ * a snapshot keeps every item alive and the length fixed.  Needs the GIL.
+ */
+static PyObject *sequence_snapshot(PyObject *seq, const char *what)
+{
+    PyObject *tuple = PySequence_Tuple(seq);
+    if (tuple == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s must be a sequence", what);
+    }
+    return tuple;
+}
+
+/*
  * to_cstring_array: convert a sequence of str/bytes (filesystem encoding)
  * into a NULL-terminated char* array.  The bytes objects are appended to
  * `keep`, which owns them for as long as the array is used; the array is
@@ -84,12 +100,12 @@ static int stdout_hook(void *opaque, const char *data, size_t len, struct sbx_in
  */
 static char **to_cstring_array(PyObject *seq, const char *what, PyObject *keep)
 {
-    PyObject *fast = PySequence_Fast(seq, what);
+    PyObject *fast = sequence_snapshot(seq, what);
     Py_ssize_t i, n;
     char **array;
     if (fast == NULL)
         return NULL;
-    n = PySequence_Fast_GET_SIZE(fast);
+    n = PyTuple_GET_SIZE(fast);
     array = PyMem_Calloc((size_t)n + 1, sizeof(char *));
     if (array == NULL) {
         Py_DECREF(fast);
@@ -98,7 +114,7 @@ static char **to_cstring_array(PyObject *seq, const char *what, PyObject *keep)
     }
     for (i = 0; i < n; i++) {
         PyObject *converted = NULL;
-        if (!PyUnicode_FSConverter(PySequence_Fast_GET_ITEM(fast, i), &converted) ||
+        if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(fast, i), &converted) ||
             PyList_Append(keep, converted) != 0) {
             Py_XDECREF(converted);
             Py_DECREF(fast);
@@ -119,11 +135,11 @@ static char **to_cstring_array(PyObject *seq, const char *what, PyObject *keep)
  */
 static Py_ssize_t parse_rlimits(PyObject *seq, struct sbx_rlimit *out)
 {
-    PyObject *fast = PySequence_Fast(seq, "rlimits must be a sequence");
+    PyObject *fast = sequence_snapshot(seq, "rlimits");
     Py_ssize_t i, n;
     if (fast == NULL)
         return -1;
-    n = PySequence_Fast_GET_SIZE(fast);
+    n = PyTuple_GET_SIZE(fast);
     if (n > SBX_MAX_RLIMITS) {
         Py_DECREF(fast);
         PyErr_SetString(PyExc_ValueError, "too many rlimits");
@@ -132,7 +148,13 @@ static Py_ssize_t parse_rlimits(PyObject *seq, struct sbx_rlimit *out)
     for (i = 0; i < n; i++) {
         long long soft, hard;
         int resource;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, i),
+        PyObject *item = PyTuple_GET_ITEM(fast, i);
+        if (!PyTuple_Check(item)) {
+            Py_DECREF(fast);
+            PyErr_SetString(PyExc_TypeError, "rlimits items must be (resource, soft, hard) tuples");
+            return -1;
+        }
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fast, i),
                               "iLL;rlimits items must be "
                               "(resource, soft, hard)",
                               &resource, &soft, &hard)) {
@@ -153,18 +175,18 @@ static Py_ssize_t parse_rlimits(PyObject *seq, struct sbx_rlimit *out)
  */
 static Py_ssize_t parse_fds(PyObject *seq, int *out)
 {
-    PyObject *fast = PySequence_Fast(seq, "pass_fds must be a sequence");
+    PyObject *fast = sequence_snapshot(seq, "pass_fds");
     Py_ssize_t i, n;
     if (fast == NULL)
         return -1;
-    n = PySequence_Fast_GET_SIZE(fast);
+    n = PyTuple_GET_SIZE(fast);
     if (n > SBX_MAX_PASS_FDS) {
         Py_DECREF(fast);
         PyErr_SetString(PyExc_ValueError, "too many pass_fds");
         return -1;
     }
     for (i = 0; i < n; i++) {
-        long fd = PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, i));
+        long fd = PyLong_AsLong(PyTuple_GET_ITEM(fast, i));
         if (fd == -1 && PyErr_Occurred()) {
             Py_DECREF(fast);
             return -1;
@@ -241,9 +263,12 @@ static PyObject *build_result(const struct sbx_outcome *o)
     PyObject *d = PyDict_New();
     if (d == NULL)
         return NULL;
-    if (set_item(d, "wait_status", PyLong_FromLong(o->wait_status)) ||
+    if (set_item(d, "status_known", PyBool_FromLong(o->status_known)) ||
+        set_item(d, "wait_status", PyLong_FromLong(o->wait_status)) ||
         set_item(d, "stdout", PyBytes_FromStringAndSize(o->out.data, (Py_ssize_t)o->out.len)) ||
         set_item(d, "stderr", PyBytes_FromStringAndSize(o->err.data, (Py_ssize_t)o->err.len)) ||
+        set_item(d, "report",
+                 PyBytes_FromStringAndSize(o->report.data, (Py_ssize_t)o->report.len)) ||
         set_item(d, "timed_out", PyBool_FromLong(o->timed_out)) ||
         set_item(d, "stdout_truncated", PyBool_FromLong(o->stdout_truncated)) ||
         set_item(d, "stderr_truncated", PyBool_FromLong(o->stderr_truncated)) ||
@@ -259,11 +284,14 @@ static PyObject *build_result(const struct sbx_outcome *o)
 }
 
 PyDoc_STRVAR(run_doc,
-             "run($module, /, argv, env, *, rlimits=(), pass_fds=(), stdin=b'', on_stdout=None,\n"
-             "    stdout_cap=sys.maxsize, stderr_cap=sys.maxsize, kill_on_cap=False, timeout)\n"
+             "run($module, /, argv, env, *, rlimits=(), pass_fds=(), report=False, stdin=b'',\n"
+             "    on_stdout=None, stdout_cap=sys.maxsize, stderr_cap=sys.maxsize,\n"
+             "    kill_on_cap=False, timeout)\n"
              "--\n\n"
              "Spawn argv[0] (an absolute path) with argv and env, apply rlimits in the\n"
-             "child, map pass_fds to fds 3, 4, ... and close every other fd.  Feed stdin,\n"
+             "child, map pass_fds to fds 3, 4, ... and close every other fd.  With report,\n"
+             "one more pipe's write end follows the pass_fds; what the child writes there\n"
+             "comes back as 'report' (bwrap's --json-status-fd).  Feed stdin,\n"
              "capture stdout/stderr up to their caps, kill after `timeout` seconds.\n"
              "Without on_stdout, stdin is closed once written; with it, on_stdout(chunk)\n"
              "returns bytes to write or None to close stdin.  Returns a dict of facts;\n"
@@ -277,13 +305,13 @@ PyDoc_STRVAR(run_doc,
  */
 static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"argv",        "env",       "rlimits",    "pass_fds",
-                               "stdin",       "on_stdout", "stdout_cap", "stderr_cap",
-                               "kill_on_cap", "timeout",   NULL};
+    static char *keywords[] = {"argv",       "env",         "rlimits",   "pass_fds",
+                               "report",     "stdin",       "on_stdout", "stdout_cap",
+                               "stderr_cap", "kill_on_cap", "timeout",   NULL};
     PyObject *argv_obj, *env_obj, *rlimits_obj = NULL, *fds_obj = NULL, *on_stdout = Py_None;
     Py_buffer stdin_view = {0};
     Py_ssize_t stdout_cap = PY_SSIZE_T_MAX, stderr_cap = PY_SSIZE_T_MAX, n;
-    int kill_on_cap = 0, pump_rc, spawn_rc;
+    int kill_on_cap = 0, report = 0, pump_rc, spawn_rc;
     double timeout = -1.0, started;
     PyObject *keep = NULL, *result = NULL;
     char **argv = NULL, **envp = NULL;
@@ -302,12 +330,12 @@ static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
     memset(&input, 0, sizeof input);
     memset(&outcome, 0, sizeof outcome);
     memset(&config, 0, sizeof config);
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOy*Onnpd:run", keywords, &argv_obj,
-                                     &env_obj, &rlimits_obj, &fds_obj, &stdin_view, &on_stdout,
-                                     &stdout_cap, &stderr_cap, &kill_on_cap, &timeout))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOpy*Onnpd:run", keywords, &argv_obj,
+                                     &env_obj, &rlimits_obj, &fds_obj, &report, &stdin_view,
+                                     &on_stdout, &stdout_cap, &stderr_cap, &kill_on_cap, &timeout))
         return NULL;
-    if (stdout_cap < 0 || stderr_cap < 0 || !(timeout > 0)) {
-        PyErr_SetString(PyExc_ValueError, "caps must be >= 0 and timeout > 0");
+    if (stdout_cap < 0 || stderr_cap < 0 || !(timeout > 0) || !isfinite(timeout)) {
+        PyErr_SetString(PyExc_ValueError, "caps must be >= 0 and timeout finite and > 0");
         goto cleanup;
     }
     if (on_stdout != Py_None && !PyCallable_Check(on_stdout)) {
@@ -317,14 +345,14 @@ static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
     keep = PyList_New(0);
     if (keep == NULL)
         goto cleanup;
-    argv = to_cstring_array(argv_obj, "argv must be a sequence", keep);
+    argv = to_cstring_array(argv_obj, "argv", keep);
     if (argv == NULL)
         goto cleanup;
     if (argv[0] == NULL || argv[0][0] != '/') {
         PyErr_SetString(PyExc_ValueError, "argv[0] must be an absolute path");
         goto cleanup;
     }
-    envp = to_cstring_array(env_obj, "env must be a sequence", keep);
+    envp = to_cstring_array(env_obj, "env", keep);
     if (envp == NULL)
         goto cleanup;
     if (rlimits_obj != NULL) {
@@ -349,6 +377,7 @@ static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
     spec.path = argv[0];
     spec.argv = argv;
     spec.envp = envp;
+    spec.report_pipe = report;
     spec.close_fds_above = fallback_fd_limit();
     config.stdout_cap = (size_t)stdout_cap;
     config.stderr_cap = (size_t)stderr_cap;
@@ -376,6 +405,7 @@ static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
 cleanup:
     sbx_buffer_free(&outcome.out);
     sbx_buffer_free(&outcome.err);
+    sbx_buffer_free(&outcome.report);
     sbx_buffer_free(&input.pending);
     PyMem_Free(argv);
     PyMem_Free(envp);

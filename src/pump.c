@@ -20,6 +20,8 @@
 #define CHUNK_SIZE (64 * 1024)
 /* Reads per stream per wake-up, so one busy stream cannot starve the rest. */
 #define READS_PER_WAKE 16
+/* bwrap's status reports are a few dozen bytes; keep no more than this. */
+#define REPORT_CAP (64 * 1024)
 /* After a kill, how long to wait for the sandbox's last writers to vanish. */
 #define KILL_GRACE_SEC 0.5
 
@@ -86,77 +88,107 @@ static void close_fd(int *fd)
 }
 
 /*
- * sbx_child_close_fds: close every parent-side fd of a child.  Idempotent.
+ * child_close_fds: close every parent-side fd of a child.  Idempotent.
  * No GIL needed.
  */
-void sbx_child_close_fds(struct sbx_child *child)
+static void child_close_fds(struct sbx_child *child)
 {
     close_fd(&child->in_fd);
     close_fd(&child->out_fd);
     close_fd(&child->err_fd);
+    close_fd(&child->report_fd);
     close_fd(&child->pidfd);
 }
 
 /*
  * reap: wait for child->pid (blocking) and record its status and rusage.
  * The pid stays reserved until this wait, so a kill before it can never hit
- * a recycled pid.  No GIL needed.
+ * a recycled pid.  Returns 1 when the status was collected, 0 when it was
+ * lost (ECHILD: the host auto-reaps, SIGCHLD ignored, or another thread of
+ * the host reaped it).  No GIL needed.
  */
-static void reap(struct sbx_child *child, int *wait_status, struct rusage *usage)
+static int reap(struct sbx_child *child, int *wait_status, struct rusage *usage)
 {
-    while (wait4(child->pid, wait_status, __WALL, usage) < 0 && errno == EINTR)
-        ;
+    pid_t got;
+    do {
+        got = wait4(child->pid, wait_status, __WALL, usage);
+    } while (got < 0 && errno == EINTR);
     child->pid = -1;
+    return got > 0;
 }
 
 /*
- * sbx_kill_and_reap: SIGKILL the child (bwrap; --die-with-parent takes the
+ * child_has_exited: whether the child is a zombie waiting to be reaped, or
+ * already gone (auto-reaped), without reaping it.  The fallback for kernels
+ * without pidfds.
+ */
+static int child_has_exited(pid_t pid)
+{
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    if (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT | __WALL) != 0)
+        return errno == ECHILD;
+    return info.si_pid != 0;
+}
+
+/*
+ * kill_and_reap: SIGKILL the child (bwrap; --die-with-parent takes the
  * rest of the sandbox down with it) and reap it.  No-op once reaped.
+ * Signals only through the pidfd when there is one, so a child the host
+ * already auto-reaped is never confused with a recycled pid; without a pidfd,
+ * only while the pid is still our unreaped child.  Returns what reap returns.
  * No GIL needed.
  */
-void sbx_kill_and_reap(struct sbx_child *child, int *wait_status, struct rusage *usage)
+static int kill_and_reap(struct sbx_child *child, int *wait_status, struct rusage *usage)
 {
     if (child->pid < 0)
-        return;
-    if (child->pidfd < 0 || syscall(SYS_pidfd_send_signal, child->pidfd, SIGKILL, NULL, 0) != 0)
+        return 0;
+    if (child->pidfd >= 0) {
+        if (syscall(SYS_pidfd_send_signal, child->pidfd, SIGKILL, NULL, 0) != 0 && errno == ENOSYS)
+            kill(child->pid, SIGKILL);
+    } else if (!child_has_exited(child->pid)) {
         kill(child->pid, SIGKILL);
-    reap(child, wait_status, usage);
+    }
+    return reap(child, wait_status, usage);
 }
 
-/*
- * keep_output: append what fits of a chunk under the cap.  Returns the
- * number of bytes kept, or -1 on allocation failure; sets *truncated when
- * any byte did not fit.
- */
-static long keep_output(struct sbx_buffer *buf, size_t cap, const char *data, size_t len,
-                        int *truncated)
-{
-    size_t room = cap > buf->len ? cap - buf->len : 0;
-    size_t kept = len < room ? len : room;
-    if (kept < len)
-        *truncated = 1;
-    if (sbx_buffer_append(buf, data, kept) != 0)
-        return -1;
-    return (long)kept;
-}
+/* One pipe the parent reads: where its bytes go and how many it may keep. */
+struct stream {
+    int *fd;
+    struct sbx_buffer *buf;
+    size_t cap;
+    int *truncated;
+    int is_stdout;
+};
+
+/* The state of one sbx_pump call. */
+struct pump {
+    struct sbx_child *child;
+    struct sbx_input *input;
+    const struct sbx_pump_config *config;
+    struct sbx_outcome *outcome;
+    struct stream streams[3]; /* stdout, stderr, report */
+    int report_truncated;
+    char *scratch; /* CHUNK_SIZE bytes, on the heap: threads may have small stacks */
+};
 
 enum { STREAM_OPEN = 0, STREAM_EOF = 1, STREAM_ERROR = -1, STREAM_ABORT = -2 };
 
 /*
- * drain_stream: read what is available on *fd (non-blocking) into buf, at
- * most READS_PER_WAKE chunks.  Closes *fd at EOF.  For stdout, passes each
- * kept chunk to the on_stdout hook.  Returns a STREAM_* value.
+ * drain_stream: read what is available on the stream (non-blocking), at
+ * most READS_PER_WAKE chunks, keeping what fits under its cap.  Closes the
+ * fd at EOF.  With call_hook, passes each kept chunk of stdout to the
+ * on_stdout hook.  Returns a STREAM_* value (errno set for STREAM_ERROR).
  */
-static int drain_stream(int *fd, struct sbx_buffer *buf, size_t cap, int *truncated,
-                        const struct sbx_hooks *hooks, struct sbx_input *input, int is_stdout)
+static int drain_stream(struct pump *p, struct stream *s, int call_hook)
 {
-    char chunk[CHUNK_SIZE];
+    const struct sbx_hooks *hooks = &p->config->hooks;
     int i;
     for (i = 0; i < READS_PER_WAKE; i++) {
-        ssize_t n = read(*fd, chunk, sizeof chunk);
-        long kept;
+        ssize_t n = read(*s->fd, p->scratch, CHUNK_SIZE);
+        size_t room, kept;
         if (n == 0) {
-            close_fd(fd);
+            close_fd(s->fd);
             return STREAM_EOF;
         }
         if (n < 0) {
@@ -166,14 +198,44 @@ static int drain_stream(int *fd, struct sbx_buffer *buf, size_t cap, int *trunca
                 return STREAM_OPEN;
             return STREAM_ERROR;
         }
-        kept = keep_output(buf, cap, chunk, (size_t)n, truncated);
-        if (kept < 0)
+        room = s->cap > s->buf->len ? s->cap - s->buf->len : 0;
+        kept = (size_t)n < room ? (size_t)n : room;
+        if (kept < (size_t)n)
+            *s->truncated = 1;
+        if (sbx_buffer_append(s->buf, p->scratch, kept) != 0)
             return STREAM_ERROR;
-        if (is_stdout && kept > 0 && hooks != NULL && hooks->on_stdout != NULL &&
-            hooks->on_stdout(hooks->ctx, chunk, (size_t)kept, input) != 0)
+        if (call_hook && s->is_stdout && kept > 0 && hooks->on_stdout != NULL &&
+            hooks->on_stdout(hooks->ctx, p->scratch, kept, p->input) != 0)
             return STREAM_ABORT;
     }
     return STREAM_OPEN;
+}
+
+/*
+ * write_without_sigpipe: write(2) with SIGPIPE blocked in this thread, so a
+ * child that closed its stdin gives EPIPE instead of killing a host that
+ * does not ignore SIGPIPE.  A SIGPIPE this write raised is consumed.
+ */
+static ssize_t write_without_sigpipe(int fd, const char *data, size_t len)
+{
+    sigset_t pipe_set, saved, pending;
+    int was_pending, saved_errno;
+    ssize_t n;
+
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    sigpending(&pending);
+    was_pending = sigismember(&pending, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &saved);
+    n = write(fd, data, len);
+    saved_errno = errno;
+    if (n < 0 && errno == EPIPE && !was_pending) {
+        struct timespec zero = {0, 0};
+        sigtimedwait(&pipe_set, NULL, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    errno = saved_errno;
+    return n;
 }
 
 /*
@@ -186,8 +248,8 @@ static int feed_stdin(int *fd, struct sbx_input *input)
 {
     while (input->offset < input->pending.len) {
         size_t left = input->pending.len - input->offset;
-        ssize_t n =
-            write(*fd, input->pending.data + input->offset, left < CHUNK_SIZE ? left : CHUNK_SIZE);
+        ssize_t n = write_without_sigpipe(*fd, input->pending.data + input->offset,
+                                          left < CHUNK_SIZE ? left : CHUNK_SIZE);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -212,60 +274,44 @@ static int feed_stdin(int *fd, struct sbx_input *input)
  * drain_after_exit: once the child is gone, collect what is left in the
  * pipes.  After a normal exit bwrap's pid namespace is already empty, so
  * every writer is gone and EOF is immediate; after a kill the sandbox may
- * still be dying, so wait for EOF up to KILL_GRACE_SEC.  Never waits longer:
+ * still be dying, so wait for EOF up to `grace` seconds.  Never much longer:
  * a writer outside the sandbox (a fork of the host) may hold a pipe forever.
+ * Returns 0, or -1 with errno set.
  */
-static int drain_after_exit(struct sbx_child *child, const struct sbx_pump_config *config,
-                            struct sbx_outcome *outcome, double grace)
+static int drain_after_exit(struct pump *p, double grace)
 {
     double until = sbx_monotonic() + grace;
-    while (child->out_fd >= 0 || child->err_fd >= 0) {
-        struct pollfd fds[2];
+    for (;;) {
+        struct pollfd fds[3];
         double left = until - sbx_monotonic();
-        int i, n;
+        int i, n, open_streams = 0;
+        for (i = 0; i < 3; i++) {
+            fds[i].fd = *p->streams[i].fd;
+            fds[i].events = POLLIN;
+            open_streams += fds[i].fd >= 0;
+        }
         /* A writer that never stops cannot keep us here past a second. */
-        if (left < -1.0)
-            break;
-        fds[0].fd = child->out_fd;
-        fds[1].fd = child->err_fd;
-        fds[0].events = fds[1].events = POLLIN;
-        n = poll(fds, 2, left > 0 ? (int)(left * 1000.0) + 1 : 0);
+        if (open_streams == 0 || left < -1.0)
+            return 0;
+        n = poll(fds, 3, left > 0 ? (int)(left * 1000.0) + 1 : 0);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
             return -1;
         if (n == 0)
-            break;
-        for (i = 0; i < 2; i++) {
-            int *fd = i == 0 ? &child->out_fd : &child->err_fd;
-            struct sbx_buffer *buf = i == 0 ? &outcome->out : &outcome->err;
-            int *trunc = i == 0 ? &outcome->stdout_truncated : &outcome->stderr_truncated;
-            size_t cap = i == 0 ? config->stdout_cap : config->stderr_cap;
-            if (*fd >= 0 && fds[i].revents != 0 &&
-                drain_stream(fd, buf, cap, trunc, NULL, NULL, 0) == STREAM_ERROR)
+            return 0;
+        for (i = 0; i < 3; i++) {
+            if (fds[i].fd >= 0 && fds[i].revents != 0 &&
+                drain_stream(p, &p->streams[i], 0) == STREAM_ERROR)
                 return -1;
         }
     }
-    return 0;
-}
-
-/*
- * child_has_exited: whether pid is a zombie waiting to be reaped, without
- * reaping it (the fallback for kernels without pidfds).
- */
-static int child_has_exited(pid_t pid)
-{
-    siginfo_t info;
-    memset(&info, 0, sizeof info);
-    if (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT | __WALL) != 0)
-        return 0;
-    return info.si_pid != 0;
 }
 
 /*
  * poll_timeout_ms: milliseconds until the earlier of the deadline and the
  * next tick, rounded up so the loop never spins; at most 5 ms when there is
- * no pidfd and exit must be noticed by polling wait4.
+ * no pidfd and exit must be noticed by polling waitid.
  */
 static int poll_timeout_ms(double now, double deadline, double next_tick, int have_pidfd)
 {
@@ -279,119 +325,127 @@ static int poll_timeout_ms(double now, double deadline, double next_tick, int ha
 }
 
 /*
- * sbx_pump: run the loop until the child exits, the deadline passes, an
- * output cap is passed with kill_on_cap, or a hook aborts.
- *
- * Contract: the child is always reaped and its fds closed on return;
- * outcome->out/err are owned by the caller (free with sbx_buffer_free) on
- * every path.  Returns SBX_PUMP_DONE, SBX_PUMP_ABORTED (a hook returned
- * non-zero; the hook has recorded why) or SBX_PUMP_FAILED (errno set).
- * Runs without the GIL; thread-safe; keeps SIGPIPE blocked in the calling
- * thread while it runs so a write to a closed stdin fails with EPIPE even
- * in a host that does not ignore SIGPIPE.
+ * pump_loop: the body of sbx_pump, up to the child's exit or the reason to
+ * kill it.  Returns SBX_PUMP_* with *exited telling whether the child was
+ * reaped (or found gone) here.
  */
-int sbx_pump(struct sbx_child *child, struct sbx_input *input, const struct sbx_pump_config *config,
-             struct sbx_outcome *outcome, double started)
+static int pump_loop(struct pump *p, double started, int *exited)
 {
-    const struct sbx_hooks *hooks = &config->hooks;
-    double deadline = started + config->timeout_sec;
+    struct sbx_child *child = p->child;
+    struct sbx_input *input = p->input;
+    struct sbx_outcome *outcome = p->outcome;
+    const struct sbx_hooks *hooks = &p->config->hooks;
+    double deadline = started + p->config->timeout_sec;
     double next_tick = sbx_monotonic() + SBX_TICK_MS / 1000.0;
-    int result = SBX_PUMP_DONE, saved_errno = 0, exited = 0;
-    sigset_t pipe_set, saved_mask, pending_before, pending_after;
-
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    sigpending(&pending_before);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, &saved_mask);
 
     if (input->pending.len == 0 && input->close_when_done)
         close_fd(&child->in_fd);
 
-    while (!exited) {
-        struct pollfd fds[4];
+    for (;;) {
+        struct pollfd fds[5];
         double now = sbx_monotonic();
         int i, n, stream;
 
         if (now >= deadline) {
             outcome->timed_out = 1;
-            break;
+            return SBX_PUMP_DONE;
         }
         if (now >= next_tick) {
             next_tick = now + SBX_TICK_MS / 1000.0;
-            if (hooks->tick != NULL && hooks->tick(hooks->ctx) != 0) {
-                result = SBX_PUMP_ABORTED;
-                break;
-            }
+            if (hooks->tick != NULL && hooks->tick(hooks->ctx) != 0)
+                return SBX_PUMP_ABORTED;
         }
         fds[0].fd = child->in_fd >= 0 && input->pending.len > 0 ? child->in_fd : -1;
         fds[0].events = POLLOUT;
-        fds[1].fd = child->out_fd;
-        fds[2].fd = child->err_fd;
-        fds[1].events = fds[2].events = POLLIN;
-        fds[3].fd = child->pidfd;
-        fds[3].events = POLLIN;
-        n = poll(fds, 4, poll_timeout_ms(now, deadline, next_tick, child->pidfd >= 0));
-        if (n < 0) {
-            if (errno == EINTR)
+        for (i = 0; i < 3; i++) {
+            fds[i + 1].fd = *p->streams[i].fd;
+            fds[i + 1].events = POLLIN;
+        }
+        fds[4].fd = child->pidfd;
+        fds[4].events = POLLIN;
+        n = poll(fds, 5, poll_timeout_ms(now, deadline, next_tick, child->pidfd >= 0));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return SBX_PUMP_FAILED;
+        if (fds[0].fd >= 0 && fds[0].revents && feed_stdin(&child->in_fd, input) != 0)
+            return SBX_PUMP_FAILED;
+        for (i = 0; i < 3; i++) {
+            if (fds[i + 1].fd < 0 || fds[i + 1].revents == 0)
                 continue;
-            saved_errno = errno;
-            result = SBX_PUMP_FAILED;
-            break;
+            stream = drain_stream(p, &p->streams[i], 1);
+            if (stream == STREAM_ERROR)
+                return SBX_PUMP_FAILED;
+            if (stream == STREAM_ABORT)
+                return SBX_PUMP_ABORTED;
         }
-        if (fds[0].fd >= 0 && fds[0].revents && feed_stdin(&child->in_fd, input) != 0) {
-            saved_errno = errno;
-            result = SBX_PUMP_FAILED;
-            break;
-        }
-        for (i = 1; i <= 2 && result == SBX_PUMP_DONE; i++) {
-            int *fd = i == 1 ? &child->out_fd : &child->err_fd;
-            struct sbx_buffer *buf = i == 1 ? &outcome->out : &outcome->err;
-            int *trunc = i == 1 ? &outcome->stdout_truncated : &outcome->stderr_truncated;
-            size_t cap = i == 1 ? config->stdout_cap : config->stderr_cap;
-            if (*fd < 0 || fds[i].revents == 0)
-                continue;
-            stream = drain_stream(fd, buf, cap, trunc, hooks, input, i == 1);
-            if (stream == STREAM_ERROR) {
-                saved_errno = errno;
-                result = SBX_PUMP_FAILED;
-            } else if (stream == STREAM_ABORT) {
-                result = SBX_PUMP_ABORTED;
-            }
-        }
-        if (result != SBX_PUMP_DONE)
-            break;
-        if (config->kill_on_cap && (outcome->stdout_truncated || outcome->stderr_truncated)) {
+        if (p->config->kill_on_cap && (outcome->stdout_truncated || outcome->stderr_truncated)) {
             outcome->killed_on_cap = 1;
-            break;
+            return SBX_PUMP_DONE;
         }
         /* The hook may have queued input or asked to close stdin. */
         if (child->in_fd < 0)
             input->pending.len = 0;
         else if (input->pending.len == 0 && input->close_when_done)
             close_fd(&child->in_fd);
-        if (child->pidfd >= 0 ? fds[3].revents != 0 : child_has_exited(child->pid)) {
-            reap(child, &outcome->wait_status, &outcome->usage);
-            exited = 1;
+        if (child->pidfd >= 0 ? fds[4].revents != 0 : child_has_exited(child->pid)) {
+            outcome->status_known = reap(child, &outcome->wait_status, &outcome->usage);
+            *exited = 1;
+            return SBX_PUMP_DONE;
         }
     }
+}
 
+/*
+ * sbx_pump: run the loop until the child exits, the deadline passes, an
+ * output cap is passed with kill_on_cap, or a hook aborts.
+ *
+ * Contract: the child is always reaped (or found auto-reaped) and its fds
+ * closed on return; outcome->out/err/report are owned by the caller (free
+ * with sbx_buffer_free) on every path.  Returns SBX_PUMP_DONE,
+ * SBX_PUMP_ABORTED (a hook returned non-zero; the hook has recorded why) or
+ * SBX_PUMP_FAILED (errno set).  Runs without the GIL; thread-safe.
+ */
+int sbx_pump(struct sbx_child *child, struct sbx_input *input, const struct sbx_pump_config *config,
+             struct sbx_outcome *outcome, double started)
+{
+    struct pump p = {
+        child,
+        input,
+        config,
+        outcome,
+        {
+            {&child->out_fd, &outcome->out, config->stdout_cap, &outcome->stdout_truncated, 1},
+            {&child->err_fd, &outcome->err, config->stderr_cap, &outcome->stderr_truncated, 0},
+            {&child->report_fd, &outcome->report, REPORT_CAP, NULL, 0},
+        },
+        0,
+        NULL,
+    };
+    int result, saved_errno = 0, exited = 0;
+
+    p.streams[2].truncated = &p.report_truncated;
+    p.scratch = malloc(CHUNK_SIZE);
+    if (p.scratch == NULL) {
+        kill_and_reap(child, &outcome->wait_status, &outcome->usage);
+        child_close_fds(child);
+        errno = ENOMEM;
+        return SBX_PUMP_FAILED;
+    }
+
+    result = pump_loop(&p, started, &exited);
+    if (result == SBX_PUMP_FAILED)
+        saved_errno = errno;
     close_fd(&child->in_fd);
     if (!exited)
-        sbx_kill_and_reap(child, &outcome->wait_status, &outcome->usage);
+        outcome->status_known = kill_and_reap(child, &outcome->wait_status, &outcome->usage);
     outcome->wall_time = sbx_monotonic() - started;
-    if (drain_after_exit(child, config, outcome, exited ? 0.0 : KILL_GRACE_SEC) != 0 &&
-        result == SBX_PUMP_DONE) {
+    if (drain_after_exit(&p, exited ? 0.0 : KILL_GRACE_SEC) != 0 && result == SBX_PUMP_DONE) {
         saved_errno = errno;
         result = SBX_PUMP_FAILED;
     }
-    sbx_child_close_fds(child);
-
-    sigpending(&pending_after);
-    if (sigismember(&pending_after, SIGPIPE) && !sigismember(&pending_before, SIGPIPE)) {
-        struct timespec zero = {0, 0};
-        sigtimedwait(&pipe_set, NULL, &zero);
-    }
-    pthread_sigmask(SIG_SETMASK, &saved_mask, NULL);
+    child_close_fds(child);
+    free(p.scratch);
     errno = saved_errno;
     return result;
 }

@@ -24,8 +24,10 @@ struct sbx_rlimit {
 
 /*
  * Everything the child needs, built by the parent before the clone.
- * pass_fds[i] becomes fd 3 + i in the child; all other fds but 0, 1, 2 are
- * closed.  path must be absolute: the child does no PATH lookup.
+ * pass_fds[i] becomes fd 3 + i in the child; with report_pipe, the write end
+ * of one more pipe becomes fd 3 + n_pass_fds (bwrap's --json-status-fd).
+ * All other fds but 0, 1, 2 are closed.  path must be absolute: the child
+ * does no PATH lookup.
  */
 struct sbx_spec {
     const char *path;
@@ -35,22 +37,25 @@ struct sbx_spec {
     size_t n_rlimits;
     const int *pass_fds;
     size_t n_pass_fds;
+    int report_pipe;
     int close_fds_above; /* highest fd number to scan when close_range is missing */
 };
 
 /* The parent's handles on a running child.  Every fd is O_CLOEXEC. */
 struct sbx_child {
     pid_t pid;
-    int pidfd;  /* -1 when the kernel has no CLONE_PIDFD */
-    int in_fd;  /* write end of the child's stdin, O_NONBLOCK */
-    int out_fd; /* read end of the child's stdout, O_NONBLOCK */
-    int err_fd; /* read end of the child's stderr, O_NONBLOCK */
+    int pidfd;     /* -1 when the kernel has no CLONE_PIDFD */
+    int in_fd;     /* write end of the child's stdin, O_NONBLOCK */
+    int out_fd;    /* read end of the child's stdout, O_NONBLOCK */
+    int err_fd;    /* read end of the child's stderr, O_NONBLOCK */
+    int report_fd; /* read end of the report pipe, O_NONBLOCK; -1 if none */
 };
 
 /* Where a spawn failed; reported with the errno of the failing call. */
 enum sbx_stage {
     SBX_STAGE_NONE = 0,
     SBX_STAGE_PIPE,
+    SBX_STAGE_PASS_FDS,
     SBX_STAGE_STACK,
     SBX_STAGE_CLONE,
     SBX_STAGE_SIGNALS,
@@ -92,8 +97,9 @@ struct sbx_input {
  * sbx_pump, and may take it themselves.  A non-zero return aborts the run:
  * the child is killed and reaped and sbx_pump returns SBX_PUMP_ABORTED.
  *   tick:      called at least every SBX_TICK_MS milliseconds.
- *   on_stdout: called with each chunk of stdout kept (before any cap), may
- *              append to input and set input->close_when_done.  NULL: none.
+ *   on_stdout: called with each chunk of stdout as far as it fits under the
+ *              stdout cap; may append to input and set
+ *              input->close_when_done.  NULL: none.
  */
 #define SBX_TICK_MS 50
 
@@ -111,8 +117,14 @@ struct sbx_pump_config {
     struct sbx_hooks hooks;
 };
 
-/* Why the run ended, as facts; Python decides what they mean. */
+/*
+ * Why the run ended, as facts; Python decides what they mean.  status_known
+ * is 0 when the exit status was lost: the host auto-reaps children (SIGCHLD
+ * ignored) or another thread reaped this one; report then still holds what
+ * bwrap said on its status pipe.
+ */
 struct sbx_outcome {
+    int status_known;
     int wait_status;
     int timed_out;
     int stdout_truncated;
@@ -122,6 +134,7 @@ struct sbx_outcome {
     struct rusage usage;
     struct sbx_buffer out;
     struct sbx_buffer err;
+    struct sbx_buffer report;
 };
 
 enum { SBX_PUMP_DONE = 0, SBX_PUMP_ABORTED = 1, SBX_PUMP_FAILED = -1 };
@@ -129,8 +142,6 @@ enum { SBX_PUMP_DONE = 0, SBX_PUMP_ABORTED = 1, SBX_PUMP_FAILED = -1 };
 int sbx_pump(struct sbx_child *child, struct sbx_input *input, const struct sbx_pump_config *config,
              struct sbx_outcome *outcome, double started);
 
-void sbx_kill_and_reap(struct sbx_child *child, int *wait_status, struct rusage *usage);
-void sbx_child_close_fds(struct sbx_child *child);
 double sbx_monotonic(void);
 
 #endif

@@ -21,6 +21,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#if defined(__GLIBC__) && (__GLIBC__ < 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ < 24))
+/* Older glibc's clone(CLONE_VM) overwrites the parent thread's cached tid. */
+#error "pysandbox needs glibc 2.24 or later"
+#endif
+
 #ifndef CLONE_PIDFD
 #define CLONE_PIDFD 0x00001000
 #endif
@@ -37,8 +42,9 @@
  */
 struct child_args {
     const struct sbx_spec *spec;
-    int stdio[3];               /* sources for fds 0, 1, 2 */
-    int pass[SBX_MAX_PASS_FDS]; /* sources for fds 3 .. 3 + n - 1 */
+    pid_t parent;
+    int stdio[3];                   /* sources for fds 0, 1, 2 */
+    int pass[SBX_MAX_PASS_FDS + 2]; /* sources for fds 3, 4, ...; -1 ends */
     volatile int stage;
     volatile int err;
 };
@@ -52,6 +58,8 @@ const char *sbx_stage_name(int stage)
     switch (stage) {
     case SBX_STAGE_PIPE:
         return "creating pipes";
+    case SBX_STAGE_PASS_FDS:
+        return "duplicating pass_fds";
     case SBX_STAGE_STACK:
         return "allocating the child stack";
     case SBX_STAGE_CLONE:
@@ -97,11 +105,14 @@ static void child_fail(struct child_args *args, int stage)
  *   1. every signal back to SIG_DFL: exec keeps ignored dispositions, and
  *      Python ignores SIGPIPE and SIGXFSZ, which the sandboxed program must
  *      see at their defaults;
- *   2. die with the spawning thread (PR_SET_PDEATHSIG);
+ *   2. die with the spawning thread (PR_SET_PDEATHSIG), and at once if the
+ *      parent is already gone;
  *   3. the resource limits (what prlimit(1) would do);
  *   4. the pipes and passed fds onto 0, 1, 2, 3...: every source is >= 10
  *      and above every target, so no dup2 overwrites a source;
- *   5. close every other fd, so nothing of the host leaks into the child;
+ *   5. close every other fd, so nothing of the host leaks into the child
+ *      (close_range; on any failure of it, e.g. ENOSYS or a seccomp EPERM,
+ *      one close() per fd up to the limit the parent computed);
  *   6. unblock signals and execve with the explicit environment.
  * Any failure stores {stage, errno} and exits 127.
  */
@@ -109,10 +120,9 @@ static int child_main(void *opaque)
 {
     struct child_args *args = opaque;
     const struct sbx_spec *spec = args->spec;
-    unsigned int first_closed = 3 + (unsigned int)spec->n_pass_fds;
     struct sigaction dfl;
     sigset_t empty;
-    int sig;
+    int sig, fd;
     size_t i;
 
     memset(&dfl, 0, sizeof dfl);
@@ -127,6 +137,8 @@ static int child_main(void *opaque)
 
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
         child_fail(args, SBX_STAGE_PDEATHSIG);
+    if (getppid() != args->parent)
+        _exit(127);
 
     for (i = 0; i < spec->n_rlimits; i++) {
         struct rlimit rl;
@@ -140,16 +152,13 @@ static int child_main(void *opaque)
         if (dup2(args->stdio[i], (int)i) < 0)
             child_fail(args, SBX_STAGE_DUP2);
     }
-    for (i = 0; i < spec->n_pass_fds; i++) {
-        if (dup2(args->pass[i], 3 + (int)i) < 0)
+    for (fd = 3; args->pass[fd - 3] >= 0; fd++) {
+        if (dup2(args->pass[fd - 3], fd) < 0)
             child_fail(args, SBX_STAGE_DUP2);
     }
 
-    if (syscall(SYS_close_range, first_closed, ~0U, 0) != 0) {
-        int fd;
-        if (errno != ENOSYS && errno != EINVAL)
-            child_fail(args, SBX_STAGE_CLOSE_FDS);
-        for (fd = (int)first_closed; fd <= spec->close_fds_above; fd++)
+    if (syscall(SYS_close_range, (unsigned int)fd, ~0U, 0) != 0) {
+        for (; fd <= spec->close_fds_above; fd++)
             close(fd);
     }
 
@@ -215,11 +224,13 @@ static int set_nonblocking(int fd)
 }
 
 /*
- * clone_child: clone with CLONE_VM | CLONE_VFORK and no exit signal.
- * No exit signal means the child is never auto-reaped, even when the host
- * ignores SIGCHLD, and no SIGCHLD disturbs the host; it is reaped with
- * __WALL.  Asks for a pidfd, and retries without one on kernels older than
- * 5.2.  Returns the pid, or -1 with errno set.
+ * clone_child: clone with CLONE_VM | CLONE_VFORK and no exit signal, so a
+ * child that fails before execve is never auto-reaped and its failure can be
+ * collected (it is reaped with __WALL).  execve resets the exit signal to
+ * SIGCHLD, so a running bwrap is auto-reaped in a host that ignores SIGCHLD:
+ * sbx_pump reports that as status_known = 0.  Asks for a pidfd, and retries
+ * without one on kernels older than 5.2.  Returns the pid, or -1 with errno
+ * set.
  */
 static pid_t clone_child(struct child_args *args, char *stack_top, int *pidfd)
 {
@@ -234,7 +245,8 @@ static pid_t clone_child(struct child_args *args, char *stack_top, int *pidfd)
 }
 
 /*
- * sbx_spawn: start spec->path with stdin/stdout/stderr on fresh pipes.
+ * sbx_spawn: start spec->path with stdin/stdout/stderr (and the report pipe
+ * if asked for) on fresh pipes.
  *
  * Contract: on success returns 0 and fills *child; the caller owns every fd
  * in it (close with sbx_child_close_fds) and must reap child->pid.  On
@@ -247,40 +259,48 @@ int sbx_spawn(const struct sbx_spec *spec, struct sbx_child *child, struct sbx_s
 {
     struct child_args args;
     int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
-    int floor = MIN_SOURCE_FD;
+    int report_pipe[2] = {-1, -1};
+    int floor = MIN_SOURCE_FD, n_targets;
     char *stack = MAP_FAILED;
     sigset_t all, saved_mask;
     size_t i;
     int rc = -1;
 
     memset(&args, 0, sizeof args);
-    for (i = 0; i < SBX_MAX_PASS_FDS; i++)
+    for (i = 0; i < SBX_MAX_PASS_FDS + 2; i++)
         args.pass[i] = -1;
     child->pid = -1;
-    child->pidfd = child->in_fd = child->out_fd = child->err_fd = -1;
+    child->pidfd = child->in_fd = child->out_fd = child->err_fd = child->report_fd = -1;
     error->stage = SBX_STAGE_NONE;
     error->err = 0;
 
     if (spec->n_pass_fds > SBX_MAX_PASS_FDS) {
-        error->stage = SBX_STAGE_PIPE;
+        error->stage = SBX_STAGE_PASS_FDS;
         error->err = EINVAL;
         return -1;
     }
-    if (floor < 3 + (int)spec->n_pass_fds)
-        floor = 3 + (int)spec->n_pass_fds;
+    n_targets = 3 + (int)spec->n_pass_fds + (spec->report_pipe ? 1 : 0);
+    if (floor < n_targets)
+        floor = n_targets;
 
-    if (make_pipe(in_pipe, floor) || make_pipe(out_pipe, floor) || make_pipe(err_pipe, floor)) {
+    if (make_pipe(in_pipe, floor) || make_pipe(out_pipe, floor) || make_pipe(err_pipe, floor) ||
+        (spec->report_pipe && make_pipe(report_pipe, floor))) {
         error->stage = SBX_STAGE_PIPE;
         goto fail;
     }
     for (i = 0; i < spec->n_pass_fds; i++) {
         args.pass[i] = fcntl(spec->pass_fds[i], F_DUPFD_CLOEXEC, floor);
         if (args.pass[i] < 0) {
-            error->stage = SBX_STAGE_PIPE;
+            error->stage = SBX_STAGE_PASS_FDS;
             goto fail;
         }
     }
+    if (spec->report_pipe) {
+        args.pass[spec->n_pass_fds] = report_pipe[1];
+        report_pipe[1] = -1;
+    }
     args.spec = spec;
+    args.parent = getpid();
     args.stdio[0] = in_pipe[0];
     args.stdio[1] = out_pipe[1];
     args.stdio[2] = err_pipe[1];
@@ -318,11 +338,14 @@ int sbx_spawn(const struct sbx_spec *spec, struct sbx_child *child, struct sbx_s
     child->in_fd = in_pipe[1];
     child->out_fd = out_pipe[0];
     child->err_fd = err_pipe[0];
-    in_pipe[1] = out_pipe[0] = err_pipe[0] = -1;
+    child->report_fd = report_pipe[0];
+    in_pipe[1] = out_pipe[0] = err_pipe[0] = report_pipe[0] = -1;
     /* The parent's own ends only; the child's stay blocking. */
     set_nonblocking(child->in_fd);
     set_nonblocking(child->out_fd);
     set_nonblocking(child->err_fd);
+    if (child->report_fd >= 0)
+        set_nonblocking(child->report_fd);
     rc = 0;
     goto cleanup;
 
@@ -335,8 +358,9 @@ cleanup:
         close_if_open(&in_pipe[i]);
         close_if_open(&out_pipe[i]);
         close_if_open(&err_pipe[i]);
+        close_if_open(&report_pipe[i]);
     }
-    for (i = 0; i < SBX_MAX_PASS_FDS; i++)
+    for (i = 0; i < SBX_MAX_PASS_FDS + 2; i++)
         close_if_open(&args.pass[i]);
     return rc;
 }
