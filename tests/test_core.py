@@ -1,0 +1,210 @@
+"""The C core (pysandbox._sandbox) on its own, with plain programs: its facts and its
+failure modes.  No bwrap needed: these are the invariants the sandbox is built on."""
+
+from __future__ import annotations
+
+import errno
+import os
+import resource
+import sys
+import threading
+
+import pytest
+from conftest import children_of
+
+from pysandbox import _sandbox
+
+pytestmark = pytest.mark.no_bwrap
+SH = "/bin/sh"
+
+
+def sh(script: str, **options: object) -> _sandbox.RawResult:
+    options.setdefault("timeout", 10.0)
+    return _sandbox.run([SH, "-c", script], [], **options)  # type: ignore[arg-type]
+
+
+def test_plain_run_reports_facts() -> None:
+    raw = sh("echo out; echo err >&2; exit 3")
+    assert raw["status_known"]
+    assert os.waitstatus_to_exitcode(raw["wait_status"]) == 3
+    assert (raw["stdout"], raw["stderr"]) == (b"out\n", b"err\n")
+    assert not (raw["timed_out"] or raw["stdout_truncated"] or raw["killed_on_cap"])
+    assert 0 < raw["wall_time"] < 5
+    assert raw["max_rss"] > 0
+
+
+def test_explicit_environment_only() -> None:
+    raw = _sandbox.run(["/usr/bin/env"], ["ONLY=this"], timeout=10.0)
+    assert raw["stdout"] == b"ONLY=this\n"
+
+
+@pytest.mark.parametrize("size", [0, 1, 4095, 65536, 65537, 300_000])
+def test_caps_are_exact_at_the_byte(size: int) -> None:
+    cap = 65536
+    raw = sh(
+        f"head -c {size} /dev/zero; head -c {size} /dev/zero >&2", stdout_cap=cap, stderr_cap=cap
+    )
+    kept = min(size, cap)
+    assert len(raw["stdout"]) == kept and len(raw["stderr"]) == kept
+    assert raw["stdout_truncated"] == raw["stderr_truncated"] == (size > cap)
+    assert os.waitstatus_to_exitcode(raw["wait_status"]) == 0, "truncation must not kill"
+
+
+def test_kill_on_cap_stops_an_endless_writer() -> None:
+    raw = sh("while :; do echo yyyyyyyy; done", stdout_cap=1000, kill_on_cap=True)
+    assert raw["killed_on_cap"] and raw["stdout_truncated"]
+    assert len(raw["stdout"]) == 1000
+    assert os.waitstatus_to_exitcode(raw["wait_status"]) == -9
+
+
+def test_timeout_kills_and_is_bounded() -> None:
+    raw = sh("sleep 30", timeout=0.3)
+    assert raw["timed_out"]
+    assert 0.3 <= raw["wall_time"] < 1.0
+
+
+def test_large_stdin_and_stdout_at_once_do_not_deadlock() -> None:
+    data = os.urandom(1 << 20) * 16
+    raw = _sandbox.run(["/bin/cat"], [], stdin=data, timeout=30.0)
+    assert raw["stdout"] == data
+
+
+def test_child_closing_stdin_early_is_not_an_error() -> None:
+    raw = sh("exec 0<&-; echo done", stdin=b"x" * (4 << 20))
+    assert raw["stdout"] == b"done\n"
+
+
+def test_interactive_stdin_callback() -> None:
+    replies: list[bytes | None] = [b"second\n", None]
+    seen: list[bytes] = []
+
+    def on_stdout(chunk: bytes) -> bytes | None:
+        seen.append(chunk)
+        return replies.pop(0) if replies else b""
+
+    raw = sh(
+        "echo first; read a; echo got:$a; read b || echo eof",
+        stdin=b"",
+        on_stdout=on_stdout,
+    )
+    assert raw["stdout"] == b"first\ngot:second\neof\n"
+    assert b"".join(seen) == raw["stdout"]
+
+
+def test_exception_in_callback_propagates_after_the_child_is_reaped() -> None:
+    def boom(chunk: bytes) -> bytes | None:
+        raise LookupError("from the callback")
+
+    with pytest.raises(LookupError, match="from the callback"):
+        sh("echo hi; sleep 30", on_stdout=boom)
+    assert children_of(os.getpid()) == []
+
+
+def test_callback_must_return_bytes_or_none() -> None:
+    with pytest.raises(TypeError, match="bytes or None"):
+        sh("echo hi; sleep 30", on_stdout=lambda chunk: "text")  # type: ignore[arg-type,return-value]
+    assert children_of(os.getpid()) == []
+
+
+def test_passed_fds_and_report_pipe_are_numbered_after_stdio(tmp_path: object) -> None:
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"through fd 3")
+    os.close(write_end)
+    try:
+        raw = sh(
+            "cat <&3; echo; echo reported >&4; ls /proc/self/fd", pass_fds=[read_end], report=True
+        )
+    finally:
+        os.close(read_end)
+    lines = raw["stdout"].split(b"\n")
+    assert lines[0] == b"through fd 3"
+    assert raw["report"] == b"reported\n"
+    # 0-4 and the fd of ls's own directory listing: nothing else was inherited.
+    assert len([line for line in lines[1:] if line]) <= 6
+
+
+def test_exec_failure_is_an_oserror_naming_the_stage() -> None:
+    with pytest.raises(FileNotFoundError) as caught:
+        _sandbox.run(["/nonexistent/program"], [], timeout=5.0)
+    assert caught.value.strerror.startswith("execve")
+    assert children_of(os.getpid()) == []
+
+
+def test_bad_pass_fd_is_an_oserror_naming_the_stage() -> None:
+    with pytest.raises(OSError) as caught:
+        _sandbox.run(["/bin/true"], [], pass_fds=[999_999], timeout=5.0)
+    assert caught.value.errno == errno.EBADF
+    assert "pass_fds" in caught.value.strerror
+
+
+def test_rlimits_are_applied_in_the_child() -> None:
+    raw = sh(
+        "ulimit -t; ulimit -c", rlimits=[(resource.RLIMIT_CPU, 7, 7), (resource.RLIMIT_CORE, 0, 0)]
+    )
+    assert raw["stdout"] == b"7\n0\n"
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"rlimits": [[resource.RLIMIT_CPU, 1, 1]]}, TypeError),
+        ({"rlimits": 5}, TypeError),
+        ({"pass_fds": [-1]}, ValueError),
+        ({"timeout": float("inf")}, ValueError),
+        ({"timeout": 0.0}, ValueError),
+        ({"stdout_cap": -1}, ValueError),
+        ({"on_stdout": 42}, TypeError),
+    ],
+)
+def test_bad_arguments_are_rejected(options: dict[str, object], error: type) -> None:
+    options.setdefault("timeout", 5.0)
+    with pytest.raises(error):
+        _sandbox.run(["/bin/true"], [], **options)  # type: ignore[arg-type]
+
+
+def test_relative_program_and_nul_bytes_are_rejected() -> None:
+    with pytest.raises(ValueError, match="absolute"):
+        _sandbox.run(["true"], [], timeout=5.0)
+    with pytest.raises(ValueError):
+        _sandbox.run(["/bin/echo", "a\0b"], [], timeout=5.0)
+
+
+def test_arguments_mutated_during_conversion_do_not_crash() -> None:
+    argv: list[object] = []
+
+    class Sneaky:
+        def __fspath__(self) -> str:
+            argv.clear()
+            return "x"
+
+    argv.extend(["/bin/echo", Sneaky(), "y"])
+    raw = _sandbox.run(argv, [], timeout=5.0)  # type: ignore[arg-type]
+    assert raw["stdout"] == b"x y\n"
+
+
+def test_works_from_a_thread_with_a_small_stack() -> None:
+    results: list[bytes] = []
+    old = threading.stack_size(64 * 1024)
+    try:
+        thread = threading.Thread(target=lambda: results.append(sh("echo small")["stdout"]))
+        thread.start()
+        thread.join()
+    finally:
+        threading.stack_size(old)
+    assert results == [b"small\n"]
+
+
+def test_lost_exit_status_is_reported_not_invented() -> None:
+    """With SIGCHLD ignored the kernel reaps the child: the core says so."""
+    import subprocess
+
+    script = (
+        "import signal, os; signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n"
+        "from pysandbox import _sandbox\n"
+        "raw = _sandbox.run(['/bin/sh', '-c', 'exit 5'], [], timeout=5.0)\n"
+        "print(raw['status_known'], raw['timed_out'])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    assert out.split() == ["False", "False"]
