@@ -4,9 +4,10 @@ It works the way the original pure-Python ``eval_in_sandbox`` does: the code is
 written to a fresh temporary directory, ``prlimit`` + ``bwrap`` are started
 through :class:`subprocess.Popen` with pipes for stdout/stderr, and a
 ``select.select`` loop drains both pipes 1 KiB at a time, enforcing the
-wall-clock timeout and the output cap.  The only addition is a read-only bind
-of the interpreter's installation prefix when it does not live under ``/usr``
-(e.g. a pyenv build in ``/root/.pyenv``).
+wall-clock timeout and the output cap.  The only addition is read-only binds of
+``sys.base_prefix`` (e.g. a pyenv build in ``/root/.pyenv``) and, in a venv, of
+``sys.prefix`` when they are not under ``/usr``, so that the sandbox runs the
+caller's own interpreter with the caller's site-packages, as pysandbox does.
 """
 
 from __future__ import annotations
@@ -46,26 +47,28 @@ def _which(name: str) -> str:
 
 
 def _python_exe() -> str:
-    """The real (non-venv) interpreter binary, so the venv need not be bound."""
-    exe = getattr(sys, "_base_executable", None) or sys.executable
+    """The caller's interpreter (a venv's python stays a venv's python), as the reference."""
+    exe = sys.executable
     if not exe or not os.access(exe, os.X_OK):
         exe = shutil.which("python3") or ""
     if not exe:
         raise SandboxError("Cannot find the Python executable")
-    return os.path.realpath(exe)
+    return os.path.abspath(exe)
 
 
-def _extra_binds(python_exe: str) -> list[str]:
-    """Bind the interpreter's prefix read-only when it is not under /usr."""
-    if python_exe.startswith("/usr/"):
-        return []
-    prefix = os.path.realpath(sys.base_prefix)
-    if not python_exe.startswith(prefix + os.sep):
-        raise SandboxError(f"Python interpreter {python_exe} not under {prefix}")
-    return ["--ro-bind", prefix, prefix]
+def _extra_binds() -> list[str]:
+    """Read-only binds of the installation and the venv, unless they are under /usr."""
+    binds: list[str] = []
+    for prefix in dict.fromkeys((sys.base_prefix, sys.prefix)):
+        if prefix and not prefix.startswith("/usr/"):
+            binds += ["--ro-bind", prefix, prefix]
+    return binds
 
 
-def _command(tmp_dir: str, python_exe: str, mem_max_bytes: int, cpu_max_time_sec: int) -> list[str]:
+def sandbox_argv(tmp_dir: str, mem_max_mb: int, cpu_max_time_sec: int) -> list[str]:
+    """The prlimit + bwrap command line that runs ``tmp_dir/code.py`` as /home/code.py."""
+    python_exe = _python_exe()
+    mem_max_bytes = mem_max_mb * 2**20
     return [
         _which("prlimit"),
         f"--cpu={cpu_max_time_sec}:{cpu_max_time_sec}",
@@ -88,7 +91,7 @@ def _command(tmp_dir: str, python_exe: str, mem_max_bytes: int, cpu_max_time_sec
         "--ro-bind",
         "/lib64",
         "/lib64",
-        *_extra_binds(python_exe),
+        *_extra_binds(),
         "--remount-ro",
         "/",
         python_exe,
@@ -136,12 +139,11 @@ def eval_in_sandbox(
     io_max_kb: int = 128,
 ) -> ProcessOutput:
     """Run ``python_code`` under prlimit + bwrap; see the module docstring."""
-    python_exe = _python_exe()
     with tempfile.TemporaryDirectory() as tmp_dir:
         with open(os.path.join(tmp_dir, "code.py"), "w", encoding="utf-8") as f:
             f.write(python_code)
             f.write("\n")
-        args = _command(tmp_dir, python_exe, mem_max_mb * 2**20, cpu_max_time_sec)
+        args = sandbox_argv(tmp_dir, mem_max_mb, cpu_max_time_sec)
         with subprocess.Popen(
             args,
             stdin=subprocess.DEVNULL,

@@ -17,7 +17,9 @@ import os
 import platform
 import shlex
 import statistics
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -54,11 +56,20 @@ QUICK = Settings(warmup=2, latency_calls=10, big_out_reps=1, threads=8, calls_pe
 
 
 @dataclasses.dataclass
+class Pair:
+    pysandbox: float | None
+    baseline: float
+
+    def scaled(self, factor: float) -> Pair:
+        pys = None if self.pysandbox is None else self.pysandbox * factor
+        return Pair(pys, self.baseline * factor)
+
+
+@dataclasses.dataclass
 class Row:
     metric: str
     unit: str
-    pysandbox: float | None
-    baseline: float
+    figures: Pair
 
 
 @dataclasses.dataclass
@@ -75,6 +86,15 @@ class Check:
             return "N/A "
         ok = self.value >= self.limit if self.higher_is_better else self.value <= self.limit
         return "PASS" if ok else "FAIL"
+
+
+@dataclasses.dataclass
+class Results:
+    latency: Pair
+    latency_big_heap: Pair
+    big_out: Pair
+    big_out_floor: float
+    throughput: Pair
 
 
 def load_pysandbox() -> tuple[EvalFn | None, str]:
@@ -170,13 +190,9 @@ def ratio(num: float | None, den: float | None) -> float | None:
     return num / den
 
 
-def split(values: list[float], have_pys: bool) -> tuple[float | None, float]:
-    """(pysandbox, baseline) from a list ordered like the fns list."""
-    return (values[0], values[1]) if have_pys else (None, values[0])
-
-
-def scaled(value: float | None, factor: float) -> float | None:
-    return None if value is None else value * factor
+def to_pair(values: list[float]) -> Pair:
+    """Figures ordered like the fns list: [pysandbox, baseline] or [baseline]."""
+    return Pair(values[0], values[1]) if len(values) == 2 else Pair(None, values[0])
 
 
 def fmt(value: float | None, digits: int = 2) -> str:
@@ -188,7 +204,7 @@ def print_rows(rows: list[Row]) -> None:
     print("-" * 82)
     for r in rows:
         label = f"{r.metric} [{r.unit}]"
-        pys, base = r.pysandbox, r.baseline
+        pys, base = r.figures.pysandbox, r.figures.baseline
         print(f"{label:<50} {fmt(pys):>10} {fmt(base):>10} {fmt(ratio(pys, base), 3):>9}")
 
 
@@ -200,90 +216,111 @@ def print_checks(checks: list[Check]) -> None:
         print(f"  [{c.verdict}] {c.name}: {c.expr} = {fmt(c.value, 3)} {op} {c.limit}")
 
 
-def run(settings: Settings) -> None:
-    pys_fn, pys_desc = load_pysandbox()
-    have_pys = pys_fn is not None
-    fns: list[EvalFn] = ([pys_fn] if pys_fn is not None else []) + [baseline.eval_in_sandbox]
-    print(f"pysandbox: {pys_desc}")
-    print(f"settings:  {settings}")
-    print()
+def measure_latency(fns: list[EvalFn], settings: Settings) -> Pair:
+    medians = interleaved_medians(fns, "print(1)", "1", settings.warmup, settings.latency_calls)
+    return to_pair(medians)
 
-    lat = split(
-        interleaved_medians(fns, "print(1)", "1", settings.warmup, settings.latency_calls),
-        have_pys,
-    )
-    tput_b = throughput(baseline.eval_in_sandbox, settings.threads, settings.calls_per_thread)
-    tput_p = throughput(pys_fn, settings.threads, settings.calls_per_thread) if pys_fn else None
-    big_out = split(
-        interleaved_medians(
-            fns,
-            BIG_OUT_CODE,
-            "x" * BIG_OUT_BYTES,
-            0,
-            settings.big_out_reps,
-            **BIG_OUT_KWARGS,
-        ),
-        have_pys,
-    )
+
+def measure_big_heap_latency(fns: list[EvalFn], settings: Settings) -> Pair:
     heap = allocate_big_heap()
     print(
         f"(3 GiB heap allocated and touched: VmRSS {status_mib('VmRSS'):.0f} MiB, "
         f"VmPTE {status_mib('VmPTE'):.1f} MiB)"
     )
-    print()
-    lat_big = split(
-        interleaved_medians(fns, "print(1)", "1", settings.warmup, settings.latency_calls),
-        have_pys,
-    )
-    del heap
+    try:
+        return measure_latency(fns, settings)
+    finally:
+        del heap
 
+
+def measure_big_out(fns: list[EvalFn], settings: Settings) -> Pair:
+    expected = "x" * BIG_OUT_BYTES
+    medians = interleaved_medians(
+        fns, BIG_OUT_CODE, expected, 0, settings.big_out_reps, **BIG_OUT_KWARGS
+    )
+    return to_pair(medians)
+
+
+def measure_big_out_floor(settings: Settings) -> float:
+    """The baseline's own sandboxed command with stdout to /dev/null: no reader at all."""
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        with open(os.path.join(tmp_dir, "code.py"), "w", encoding="utf-8") as f:
+            f.write(BIG_OUT_CODE + "\n")
+        argv = baseline.sandbox_argv(
+            tmp_dir, BIG_OUT_KWARGS["mem_max_mb"], BIG_OUT_KWARGS["cpu_max_time_sec"]
+        )
+        samples = []
+        for _ in range(settings.big_out_reps):
+            t0 = time.perf_counter()
+            subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=True)
+            samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def measure_throughput(pys_fn: EvalFn | None, settings: Settings) -> Pair:
+    n, calls = settings.threads, settings.calls_per_thread
+    base = throughput(baseline.eval_in_sandbox, n, calls)
+    return Pair(throughput(pys_fn, n, calls) if pys_fn else None, base)
+
+
+def build_rows(res: Results, settings: Settings) -> list[Row]:
+    n_lat, n_out = settings.latency_calls, settings.big_out_reps
     n_tp = f"{settings.threads}x{settings.calls_per_thread}"
-    n_lat = settings.latency_calls
-    rows = [
-        Row(
-            f"latency print(1), median of {n_lat}",
-            "ms",
-            scaled(lat[0], 1e3),
-            lat[1] * 1e3,
-        ),
+    return [
+        Row(f"latency print(1), median of {n_lat}", "ms", res.latency.scaled(1e3)),
         Row(
             f"latency print(1), 3 GiB heap, median of {n_lat}",
             "ms",
-            scaled(lat_big[0], 1e3),
-            lat_big[1] * 1e3,
+            res.latency_big_heap.scaled(1e3),
         ),
-        Row(
-            f"32 MiB stdout, median of {settings.big_out_reps}",
-            "s",
-            big_out[0],
-            big_out[1],
-        ),
-        Row(f"throughput print(1), {n_tp} threads", "calls/s", tput_p, tput_b),
+        Row(f"32 MiB stdout, median of {n_out}", "s", res.big_out),
+        Row(f"throughput print(1), {n_tp} threads", "calls/s", res.throughput),
     ]
-    checks = [
-        Check("latency", "pysandbox/baseline", ratio(lat[0], lat[1]), 0.9, False),
+
+
+def build_checks(res: Results) -> list[Check]:
+    lat, big, out, tput = res.latency, res.latency_big_heap, res.big_out, res.throughput
+    return [
+        Check("latency", "pysandbox/baseline", ratio(lat.pysandbox, lat.baseline), 0.9, False),
         Check(
-            "big heap",
-            "pysandbox big/small heap",
-            ratio(lat_big[0], lat[0]),
-            1.1,
-            False,
+            "big heap", "pysandbox big/small heap", ratio(big.pysandbox, lat.pysandbox), 1.1, False
         ),
-        Check(
-            "32 MiB stdout",
-            "baseline/pysandbox",
-            ratio(big_out[1], big_out[0]),
-            5.0,
-            True,
-        ),
-        Check("throughput", "pysandbox/baseline", ratio(tput_p, tput_b), 1.0, True),
+        Check("32 MiB stdout", "baseline/pysandbox", ratio(out.baseline, out.pysandbox), 5.0, True),
+        Check("throughput", "pysandbox/baseline", ratio(tput.pysandbox, tput.baseline), 1.0, True),
     ]
-    print_rows(rows)
+
+
+def print_notes(res: Results) -> None:
+    floor = res.big_out_floor
+    best = fmt(ratio(res.big_out.baseline, floor))
+    print()
+    print("notes:")
     print(
-        f"{'(baseline big/small heap latency)':<50} {'':>10} {'':>10} "
-        f"{fmt(ratio(lat_big[1], lat[1]), 3):>9}"
+        f"  baseline big/small heap latency ratio: "
+        f"{fmt(ratio(res.latency_big_heap.baseline, res.latency.baseline), 3)}"
     )
-    print_checks(checks)
+    print(
+        f"  32 MiB floor (baseline's prlimit+bwrap+python command, stdout > /dev/null): "
+        f"{floor:.3f} s -> best possible baseline/x speedup {best}"
+    )
+
+
+def run(settings: Settings) -> None:
+    pys_fn, pys_desc = load_pysandbox()
+    fns: list[EvalFn] = ([pys_fn] if pys_fn is not None else []) + [baseline.eval_in_sandbox]
+    print(f"pysandbox: {pys_desc}")
+    print(f"baseline:  sandboxes run {baseline.sandbox_argv('/tmp', 1, 1)[-3]}")
+    print(f"settings:  {settings}")
+    latency = measure_latency(fns, settings)
+    tput = measure_throughput(pys_fn, settings)
+    big_out = measure_big_out(fns, settings)
+    floor = measure_big_out_floor(settings)
+    big_heap = measure_big_heap_latency(fns, settings)
+    res = Results(latency, big_heap, big_out, floor, tput)
+    print()
+    print_rows(build_rows(res, settings))
+    print_checks(build_checks(res))
+    print_notes(res)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -291,7 +328,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="few repetitions (smoke test)")
     args = parser.parse_args(argv)
     print("command:", shlex.join([sys.executable, *sys.argv]))
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"python:    {platform.python_version()} ({sys.executable}), cpus={os.cpu_count()}")
+    print(f"loadavg:   {load} (other work on the machine skews the figures)")
     run(QUICK if args.quick else FULL)
     return 0
 

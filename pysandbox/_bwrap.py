@@ -105,9 +105,10 @@ def system_mounts(dirs: Sequence[str] = SYSTEM_DIRS) -> list[str]:
 def bwrap_argv(bwrap: str, python: str, mounts: Sequence[str]) -> list[str]:
     """The full command line that runs ``CODE_PATH`` with ``python -u`` inside bubblewrap.
 
-    Every namespace is unshared (no network); every capability is dropped, which matters
-    when the caller is root; ``/proc/sys`` is read-only; the environment is cleared; the sandbox dies with its
-    parent and gets a new session (no TIOCSTI into the caller's terminal).  The root,
+    Every namespace is unshared (no network); every capability is dropped and
+    ``/proc/sys`` is read-only, which matters when the caller is root; the environment
+    is cleared; the sandbox dies with its parent and gets a new session (no TIOCSTI into
+    the caller's terminal).  The root,
     ``/home`` and ``/dev`` are read-only; the code arrives through fd ``CODE_FD`` and is
     copied into the sandbox, so no host file holds it.  bwrap reports on ``STATUS_FD``
     once the sandbox is built, which tells a setup failure from the code's own exit 1.

@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #define CHUNK_SIZE (64 * 1024)
+/* Largest single read into an output buffer; pipes are enlarged to match. */
+#define READ_SIZE (1024 * 1024)
 /* Reads per stream per wake-up, so one busy stream cannot starve the rest. */
 #define READS_PER_WAKE 16
 /* bwrap's status reports are a few dozen bytes; keep no more than this. */
@@ -48,32 +50,45 @@ void sbx_buffer_free(struct sbx_buffer *buf)
 }
 
 /*
- * sbx_buffer_append: copy len bytes to the end of buf, growing it by
- * doubling.  Returns 0, or -1 with errno = ENOMEM (buf unchanged).
- * No GIL needed; not async-signal-safe (malloc).
+ * sbx_buffer_reserve: make room for at least `extra` more bytes, growing by
+ * doubling (large blocks grow with mremap, without copying).  Returns 0, or
+ * -1 with errno = ENOMEM (buf unchanged).  No GIL needed; not
+ * async-signal-safe (malloc).
+ */
+int sbx_buffer_reserve(struct sbx_buffer *buf, size_t extra)
+{
+    size_t want = buf->alloc ? buf->alloc : CHUNK_SIZE;
+    char *grown;
+    if (buf->alloc - buf->len >= extra)
+        return 0;
+    while (want - buf->len < extra) {
+        if (want > ((size_t)-1) / 2) {
+            errno = ENOMEM;
+            return -1;
+        }
+        want *= 2;
+    }
+    grown = realloc(buf->data, want);
+    if (grown == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
+    buf->data = grown;
+    buf->alloc = want;
+    return 0;
+}
+
+/*
+ * sbx_buffer_append: copy len bytes to the end of buf.  Returns 0, or -1
+ * with errno = ENOMEM (buf unchanged).  No GIL needed; not
+ * async-signal-safe (malloc).
  */
 int sbx_buffer_append(struct sbx_buffer *buf, const char *data, size_t len)
 {
     if (len == 0)
         return 0;
-    if (buf->alloc - buf->len < len) {
-        size_t want = buf->alloc ? buf->alloc : CHUNK_SIZE;
-        char *grown;
-        while (want - buf->len < len) {
-            if (want > ((size_t)-1) / 2) {
-                errno = ENOMEM;
-                return -1;
-            }
-            want *= 2;
-        }
-        grown = realloc(buf->data, want);
-        if (grown == NULL) {
-            errno = ENOMEM;
-            return -1;
-        }
-        buf->data = grown;
-        buf->alloc = want;
-    }
+    if (sbx_buffer_reserve(buf, len) != 0)
+        return -1;
     memcpy(buf->data + buf->len, data, len);
     buf->len += len;
     return 0;
@@ -176,17 +191,30 @@ enum { STREAM_OPEN = 0, STREAM_EOF = 1, STREAM_ERROR = -1, STREAM_ABORT = -2 };
 
 /*
  * drain_stream: read what is available on the stream (non-blocking), at
- * most READS_PER_WAKE chunks, keeping what fits under its cap.  Closes the
- * fd at EOF.  With call_hook, passes each kept chunk of stdout to the
- * on_stdout hook.  Returns a STREAM_* value (errno set for STREAM_ERROR).
+ * most READS_PER_WAKE reads.  Bytes under the cap are read straight into the
+ * stream's buffer; once it is full, reads go to the scratch buffer and are
+ * dropped, and any such byte marks the stream truncated (so exactly `cap`
+ * bytes is not truncation, one more is).  Closes the fd at EOF.  With
+ * call_hook, passes each kept chunk of stdout to the on_stdout hook.
+ * Returns a STREAM_* value (errno set for STREAM_ERROR).
  */
 static int drain_stream(struct pump *p, struct stream *s, int call_hook)
 {
     const struct sbx_hooks *hooks = &p->config->hooks;
     int i;
     for (i = 0; i < READS_PER_WAKE; i++) {
-        ssize_t n = read(*s->fd, p->scratch, CHUNK_SIZE);
-        size_t room, kept;
+        size_t room = s->cap > s->buf->len ? s->cap - s->buf->len : 0;
+        size_t want = room < READ_SIZE ? room : READ_SIZE;
+        char *into = p->scratch;
+        ssize_t n;
+        if (want > 0) {
+            if (sbx_buffer_reserve(s->buf, want) != 0)
+                return STREAM_ERROR;
+            into = s->buf->data + s->buf->len;
+        } else {
+            want = CHUNK_SIZE;
+        }
+        n = read(*s->fd, into, want);
         if (n == 0) {
             close_fd(s->fd);
             return STREAM_EOF;
@@ -198,14 +226,13 @@ static int drain_stream(struct pump *p, struct stream *s, int call_hook)
                 return STREAM_OPEN;
             return STREAM_ERROR;
         }
-        room = s->cap > s->buf->len ? s->cap - s->buf->len : 0;
-        kept = (size_t)n < room ? (size_t)n : room;
-        if (kept < (size_t)n)
+        if (into == p->scratch) {
             *s->truncated = 1;
-        if (sbx_buffer_append(s->buf, p->scratch, kept) != 0)
-            return STREAM_ERROR;
-        if (call_hook && s->is_stdout && kept > 0 && hooks->on_stdout != NULL &&
-            hooks->on_stdout(hooks->ctx, p->scratch, kept, p->input) != 0)
+            continue;
+        }
+        s->buf->len += (size_t)n;
+        if (call_hook && s->is_stdout && hooks->on_stdout != NULL &&
+            hooks->on_stdout(hooks->ctx, into, (size_t)n, p->input) != 0)
             return STREAM_ABORT;
     }
     return STREAM_OPEN;

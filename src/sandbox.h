@@ -83,6 +83,7 @@ struct sbx_buffer {
 };
 
 void sbx_buffer_free(struct sbx_buffer *buf);
+int sbx_buffer_reserve(struct sbx_buffer *buf, size_t extra);
 int sbx_buffer_append(struct sbx_buffer *buf, const char *data, size_t len);
 
 /* Pending bytes for the child's stdin. */

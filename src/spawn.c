@@ -33,6 +33,8 @@
 #define CHILD_STACK_SIZE (128 * 1024)
 /* Source fds are moved at least this high so no dup2 target collides. */
 #define MIN_SOURCE_FD 10
+/* The pipe size an unprivileged process may set (fs.pipe-max-size default). */
+#define PIPE_SIZE (1024 * 1024)
 
 /*
  * Shared between parent and child (CLONE_VM).  The parent fills in every
@@ -335,6 +337,10 @@ int sbx_spawn(const struct sbx_spec *spec, struct sbx_child *child, struct sbx_s
         goto cleanup;
     }
 
+    /* Fewer wake-ups for a flood of output; refused (and harmless) past the
+     * user's pipe quota. */
+    fcntl(out_pipe[0], F_SETPIPE_SZ, PIPE_SIZE);
+    fcntl(err_pipe[0], F_SETPIPE_SZ, PIPE_SIZE);
     child->in_fd = in_pipe[1];
     child->out_fd = out_pipe[0];
     child->err_fd = err_pipe[0];
