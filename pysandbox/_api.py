@@ -6,7 +6,7 @@ import math
 import operator
 import resource
 
-from ._bwrap import bwrap_argv, find_bwrap, find_python, python_mounts
+from . import _bwrap
 from ._errors import SandboxError
 from ._launch import launch
 from ._types import ProcessOutput
@@ -83,8 +83,10 @@ def eval_in_sandbox(
     timeout = _positive_seconds("timeout_max_time_sec", timeout_max_time_sec)
     io_bytes = _positive_int("io_max_kb", io_max_kb, 1024) * 1024
 
-    python = find_python()
-    argv = bwrap_argv(find_bwrap(), python, python_mounts(python))
+    python = _bwrap.find_python()
+    argv = _bwrap.bwrap_argv(
+        _bwrap.find_bwrap(), python, _bwrap.python_mounts(python), _bwrap.sandbox_identity()
+    )
     mem_bytes = mem_mb * 2**20
     ran = launch(
         argv,
@@ -97,18 +99,16 @@ def eval_in_sandbox(
         stderr_cap=io_bytes,
         kill_on_cap=True,
         timeout=timeout,
+        text=True,
     )
     if ran.timed_out:
         raise SandboxError("Process timed out")
     if ran.killed_on_cap or ran.stdout_truncated or ran.stderr_truncated:
         raise SandboxError("I/O buffer size exceeded")
-    try:
-        stdout = ran.stdout.decode("utf-8")
-        stderr = ran.stderr.decode("utf-8")
-    except UnicodeDecodeError:
-        raise SandboxError("Subprocess did not produce valid UTF-8") from None
+    if not (isinstance(ran.stdout, str) and isinstance(ran.stderr, str)):
+        raise SandboxError("Subprocess did not produce valid UTF-8")
+    # The core already left out the ASCII white space at both ends without a copy;
+    # strip() removes the rest of what str.strip() counts as white space.
     return ProcessOutput(
-        returncode=ran.returncode,
-        stdout=stdout.strip(),
-        stderr=stderr.strip(),
+        returncode=ran.returncode, stdout=ran.stdout.strip(), stderr=ran.stderr.strip()
     )

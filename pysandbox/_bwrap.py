@@ -5,7 +5,10 @@ Nothing here spawns a process; everything is unit-testable.
 
 from __future__ import annotations
 
+import dataclasses
+import grp
 import os
+import pwd
 import shutil
 import sys
 from collections.abc import Iterable, Sequence
@@ -16,10 +19,12 @@ __all__ = [
     "CODE_FD",
     "CODE_PATH",
     "STATUS_FD",
+    "Identity",
     "bwrap_argv",
     "find_bwrap",
     "find_python",
     "python_mounts",
+    "sandbox_identity",
     "system_mounts",
 ]
 
@@ -33,6 +38,8 @@ CODE_PATH = "/home/code.py"
 
 #: Top-level system directories the sandbox may see read-only, when the host has them.
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+#: Where tools that run inside the sandbox are looked up, never on the caller's PATH.
+SYSTEM_BIN_DIRS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin")
 
 
 def find_bwrap() -> str:
@@ -102,36 +109,131 @@ def system_mounts(dirs: Sequence[str] = SYSTEM_DIRS) -> list[str]:
     return args
 
 
-def bwrap_argv(bwrap: str, python: str, mounts: Sequence[str]) -> list[str]:
+@dataclasses.dataclass(frozen=True)
+class Identity:
+    """Who the sandboxed code is on the host when the caller is root.
+
+    A root caller's bwrap would otherwise run the code as host uid 0: without
+    capabilities, but still the owner of every root-owned file it can reach (it could
+    chmod the host's ``/dev/null``).  ``setpriv`` (util-linux), run inside the sandbox
+    after bwrap has built it, drops to ``uid``/``gid`` with no supplementary groups and
+    sets ``no_new_privs``, so setuid binaries stay powerless.
+    """
+
+    uid: int
+    gid: int
+    setpriv: str
+
+    def command_prefix(self) -> list[str]:
+        return [
+            self.setpriv,
+            f"--reuid={self.uid}",
+            f"--regid={self.gid}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+            "--",
+        ]
+
+
+def _nobody() -> tuple[int, int]:
+    try:
+        uid = pwd.getpwnam("nobody").pw_uid
+    except KeyError:
+        uid = 65534
+    for group in ("nogroup", "nobody"):
+        try:
+            return uid, grp.getgrnam(group).gr_gid
+        except KeyError:
+            continue
+    return uid, 65534
+
+
+def sandbox_identity() -> Identity | None:
+    """The identity to drop to, or None when the caller is not root (bwrap then maps
+    the caller's own unprivileged uid in a user namespace)."""
+    if os.geteuid() != 0:
+        return None
+    setpriv = shutil.which("setpriv", path=os.pathsep.join(SYSTEM_BIN_DIRS))
+    if setpriv is None:
+        raise SandboxError(
+            "running as root needs setpriv (util-linux) in /usr/bin to drop to an "
+            "unprivileged user inside the sandbox: apt-get install util-linux"
+        )
+    uid, gid = _nobody()
+    return Identity(uid=uid, gid=gid, setpriv=setpriv)
+
+
+def _parent_dirs(mounts: Sequence[str]) -> list[str]:
+    """Ancestors of the mount points that bwrap would have to create: created explicitly
+    as 0755, since bwrap copies the host's mode (``/root`` is 0700) and the unprivileged
+    code could not reach its interpreter."""
+    parents: dict[str, None] = {}
+    for path in mounts:
+        parent = os.path.dirname(path)
+        chain = []
+        while parent not in ("/", "") and not any(_is_within(parent, d) for d in SYSTEM_DIRS):
+            chain.append(parent)
+            parent = os.path.dirname(parent)
+        parents.update(dict.fromkeys(reversed(chain)))
+    return list(parents)
+
+
+def bwrap_argv(
+    bwrap: str, python: str, mounts: Sequence[str], identity: Identity | None
+) -> list[str]:
     """The full command line that runs ``CODE_PATH`` with ``python -u`` inside bubblewrap.
 
-    Every namespace is unshared (no network); every capability is dropped and
-    ``/proc/sys`` is read-only, which matters when the caller is root; the environment
-    is cleared; the sandbox dies with its parent and gets a new session (no TIOCSTI into
-    the caller's terminal).  The root,
-    ``/home`` and ``/dev`` are read-only; the code arrives through fd ``CODE_FD`` and is
-    copied into the sandbox, so no host file holds it.  bwrap reports on ``STATUS_FD``
-    once the sandbox is built, which tells a setup failure from the code's own exit 1.
+    Every namespace is unshared (no network), every capability is dropped, and the code
+    never runs as host root (see ``Identity``); ``/proc/sys`` is read-only; the
+    environment is cleared; the sandbox dies with its parent and gets a new session (no
+    TIOCSTI into the caller's terminal).  The root, ``/home`` and ``/dev`` are read-only;
+    the code arrives through fd ``CODE_FD`` and is copied into the sandbox, so no host
+    file holds it.  bwrap reports on ``STATUS_FD``; its ``exit-code`` report comes only
+    from a sandbox that was built, which tells a setup failure from the code's exit 1.
     """
+    if identity is None:
+        namespaces = ["--unshare-all", "--cap-drop", "ALL"]
+        prefix: list[str] = []
+    else:
+        # No user namespace: its root would map to host root.  setpriv needs these three
+        # capabilities to drop to the identity, and empties every capability set there.
+        namespaces = [
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--cap-drop",
+            "ALL",
+            "--cap-add",
+            "CAP_SETUID",
+            "--cap-add",
+            "CAP_SETGID",
+            "--cap-add",
+            "CAP_SETPCAP",
+        ]
+        prefix = identity.command_prefix()
     argv = [
         bwrap,
         "--new-session",
         "--die-with-parent",
-        "--unshare-all",
-        "--cap-drop",
-        "ALL",
+        *namespaces,
         "--clearenv",
         "--json-status-fd",
         str(STATUS_FD),
         *system_mounts(),
     ]
+    for path in _parent_dirs(mounts):
+        argv += ["--perms", "0755", "--dir", path]
     for path in mounts:
         argv += ["--ro-bind", path, path]
     argv += [
         "--proc",
         "/proc",
-        # bwrap covers /proc/irq and /proc/bus but not these; for a root caller, uid 0
-        # inside could otherwise write the host's sysctls (kernel.core_pattern...).
+        # bwrap covers /proc/irq and /proc/bus but not these; a root caller's bwrap would
+        # otherwise leave the host's sysctls (kernel.core_pattern...) writable.
         "--ro-bind",
         "/proc/sys",
         "/proc/sys",
@@ -142,6 +244,14 @@ def bwrap_argv(bwrap: str, python: str, mounts: Sequence[str]) -> list[str]:
         "/dev",
         "--remount-ro",
         "/dev",
+        "--perms",
+        "0755",
+        "--dir",
+        CODE_DIR,
+        # Writable by mode on a read-only mount: a write attempt fails with EROFS, as in the
+        # reference, rather than with EACCES for the unprivileged code.
+        "--perms",
+        "0666",
         "--ro-bind-data",
         str(CODE_FD),
         CODE_PATH,
@@ -149,6 +259,7 @@ def bwrap_argv(bwrap: str, python: str, mounts: Sequence[str]) -> list[str]:
         CODE_DIR,
         "--remount-ro",
         "/",
+        *prefix,
         python,
         "-u",
         CODE_PATH,

@@ -61,8 +61,9 @@ class Ran:
 
     #: The exit status as ``subprocess`` reports it: the exit code, or -N for signal N.
     returncode: int
-    stdout: bytes
-    stderr: bytes
+    #: bytes, or with ``text`` the stripped str (None when it is not UTF-8).
+    stdout: bytes | str | None
+    stderr: bytes | str | None
     stdout_truncated: bool
     stderr_truncated: bool
     timed_out: bool
@@ -101,7 +102,9 @@ def _spawn_failure(exc: OSError) -> SandboxError:
 
 
 def _setup_failure(raw: _sandbox.RawResult) -> SandboxError:
-    words = raw["stderr"].decode("utf-8", "replace").strip() or "no message"
+    stderr = raw["stderr"]
+    words = stderr.decode("utf-8", "replace") if isinstance(stderr, bytes) else stderr or ""
+    words = words.strip() or "no message"
     status = os.waitstatus_to_exitcode(raw["wait_status"]) if raw["status_known"] else "lost"
     lowered = words.lower()
     if "namespace" in lowered or "uid map" in lowered or "operation not permitted" in lowered:
@@ -124,6 +127,7 @@ def launch(
     timeout: float,
     stdin: bytes = b"",
     on_stdout: Callable[[bytes], bytes | None] | None = None,
+    text: bool = False,
 ) -> Ran:
     """Run ``argv`` (a bwrap command line from ``_bwrap``) and return the C core's facts.
 
@@ -148,6 +152,7 @@ def launch(
             stderr_cap=stderr_cap,
             kill_on_cap=kill_on_cap,
             timeout=timeout,
+            text=text,
         )
     except OSError as exc:
         raise _spawn_failure(exc) from exc
@@ -155,20 +160,15 @@ def launch(
         os.close(code_fd)
     report = _bwrap_report(raw["report"])
     killed = raw["timed_out"] or raw["killed_on_cap"]
-    if "child-pid" not in report and not killed:
+    # bwrap reports an exit code only for a sandbox it finished building.
+    if "exit-code" not in report and not killed:
         raise _setup_failure(raw)
     if raw["status_known"]:
         returncode = os.waitstatus_to_exitcode(raw["wait_status"])
     elif isinstance(report.get("exit-code"), int):
         returncode = int(report["exit-code"])  # type: ignore[call-overload]
-    elif killed:
-        returncode = -9
     else:
-        raise SandboxError(
-            "the sandbox's exit status was lost: something else in this process reaps "
-            "child processes (SIGCHLD set to SIG_IGN, or a waitpid(-1) loop); restore "
-            "SIGCHLD to SIG_DFL or reap only your own children"
-        )
+        returncode = -9  # killed by us before it could report: the status is moot
     return Ran(
         returncode=returncode,
         stdout=raw["stdout"],

@@ -4,8 +4,8 @@ from typing import TypedDict
 class RawResult(TypedDict):
     status_known: bool
     wait_status: int
-    stdout: bytes
-    stderr: bytes
+    stdout: bytes | str | None
+    stderr: bytes | str | None
     report: bytes
     timed_out: bool
     stdout_truncated: bool
@@ -29,4 +29,6 @@ def run(
     stderr_cap: int = ...,
     kill_on_cap: bool = ...,
     timeout: float = ...,
+    text: bool = ...,
+    identity: tuple[int, int] | None = ...,
 ) -> RawResult: ...

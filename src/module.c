@@ -203,6 +203,33 @@ static Py_ssize_t parse_fds(PyObject *seq, int *out)
 }
 
 /*
+ * parse_identity: fill spec's uid/gid from a (uid, gid) tuple of
+ * non-negative ints.  Needs the GIL.  Returns 0, or -1 with an exception.
+ */
+static int parse_identity(PyObject *identity, struct sbx_spec *spec)
+{
+    unsigned long uid, gid;
+    if (!PyTuple_Check(identity) || PyTuple_GET_SIZE(identity) != 2) {
+        PyErr_SetString(PyExc_TypeError, "identity must be None or a (uid, gid) tuple");
+        return -1;
+    }
+    uid = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(identity, 0));
+    if (uid == (unsigned long)-1 && PyErr_Occurred())
+        return -1;
+    gid = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(identity, 1));
+    if (gid == (unsigned long)-1 && PyErr_Occurred())
+        return -1;
+    if (uid >= (uid_t)-1 || gid >= (gid_t)-1) {
+        PyErr_SetString(PyExc_ValueError, "identity uid/gid out of range");
+        return -1;
+    }
+    spec->change_identity = 1;
+    spec->uid = (uid_t)uid;
+    spec->gid = (gid_t)gid;
+    return 0;
+}
+
+/*
  * fallback_fd_limit: the highest fd the child scans when close_range is
  * missing (kernels before 5.9).  Needs nothing; any thread.
  */
@@ -255,18 +282,55 @@ static int set_item(PyObject *dict, const char *key, PyObject *value)
 }
 
 /*
+ * is_ascii_space: the ASCII characters str.strip() removes.  In UTF-8 these
+ * bytes never occur inside a multi-byte sequence.
+ */
+static int is_ascii_space(char c)
+{
+    return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f');
+}
+
+/*
+ * output_object: a captured stream as bytes, or with text as str decoded
+ * from UTF-8 with the ASCII white space at both ends left out (None when the
+ * bytes are not UTF-8).  Text mode exists for speed: it decodes straight
+ * from the capture buffer, without a bytes copy, and leaves nothing for
+ * str.strip() to copy in the common case; Python still calls str.strip() for
+ * the non-ASCII white space, so the result is exactly
+ * bytes.decode().strip().  Needs the GIL; returns a new reference or NULL
+ * with an exception set.
+ */
+static PyObject *output_object(const struct sbx_buffer *buf, int text)
+{
+    const char *start = buf->data, *end = buf->data + buf->len;
+    PyObject *decoded;
+    if (!text)
+        return PyBytes_FromStringAndSize(buf->data, (Py_ssize_t)buf->len);
+    while (start < end && is_ascii_space(*start))
+        start++;
+    while (end > start && is_ascii_space(end[-1]))
+        end--;
+    decoded = PyUnicode_DecodeUTF8(start, end - start, "strict");
+    if (decoded == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    return decoded;
+}
+
+/*
  * build_result: the outcome as a dict of facts.  Needs the GIL.  Returns a
  * new reference or NULL with an exception set.  Does not free the outcome.
  */
-static PyObject *build_result(const struct sbx_outcome *o)
+static PyObject *build_result(const struct sbx_outcome *o, int text)
 {
     PyObject *d = PyDict_New();
     if (d == NULL)
         return NULL;
     if (set_item(d, "status_known", PyBool_FromLong(o->status_known)) ||
         set_item(d, "wait_status", PyLong_FromLong(o->wait_status)) ||
-        set_item(d, "stdout", PyBytes_FromStringAndSize(o->out.data, (Py_ssize_t)o->out.len)) ||
-        set_item(d, "stderr", PyBytes_FromStringAndSize(o->err.data, (Py_ssize_t)o->err.len)) ||
+        set_item(d, "stdout", output_object(&o->out, text)) ||
+        set_item(d, "stderr", output_object(&o->err, text)) ||
         set_item(d, "report",
                  PyBytes_FromStringAndSize(o->report.data, (Py_ssize_t)o->report.len)) ||
         set_item(d, "timed_out", PyBool_FromLong(o->timed_out)) ||
@@ -286,7 +350,7 @@ static PyObject *build_result(const struct sbx_outcome *o)
 PyDoc_STRVAR(run_doc,
              "run($module, /, argv, env, *, rlimits=(), pass_fds=(), report=False, stdin=b'',\n"
              "    on_stdout=None, stdout_cap=sys.maxsize, stderr_cap=sys.maxsize,\n"
-             "    kill_on_cap=False, timeout)\n"
+             "    kill_on_cap=False, timeout, text=False, identity=None)\n"
              "--\n\n"
              "Spawn argv[0] (an absolute path) with argv and env, apply rlimits in the\n"
              "child, map pass_fds to fds 3, 4, ... and close every other fd.  With report,\n"
@@ -294,7 +358,11 @@ PyDoc_STRVAR(run_doc,
              "comes back as 'report' (bwrap's --json-status-fd).  Feed stdin,\n"
              "capture stdout/stderr up to their caps, kill after `timeout` seconds.\n"
              "Without on_stdout, stdin is closed once written; with it, on_stdout(chunk)\n"
-             "returns bytes to write or None to close stdin.  Returns a dict of facts;\n"
+             "returns bytes to write or None to close stdin.  With text, stdout and stderr\n"
+             "are str decoded from UTF-8 without the ASCII white space at their ends, or\n"
+             "None where they are not UTF-8.  With identity=(uid, gid), the child drops\n"
+             "its supplementary groups and becomes that uid and gid before the exec.\n"
+             "Returns a dict of facts;\n"
              "raises OSError if the child could not be started.");
 
 /*
@@ -305,13 +373,14 @@ PyDoc_STRVAR(run_doc,
  */
 static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"argv",       "env",         "rlimits",   "pass_fds",
-                               "report",     "stdin",       "on_stdout", "stdout_cap",
-                               "stderr_cap", "kill_on_cap", "timeout",   NULL};
+    static char *keywords[] = {"argv",    "env",       "rlimits",    "pass_fds",   "report",
+                               "stdin",   "on_stdout", "stdout_cap", "stderr_cap", "kill_on_cap",
+                               "timeout", "text",      "identity",   NULL};
     PyObject *argv_obj, *env_obj, *rlimits_obj = NULL, *fds_obj = NULL, *on_stdout = Py_None;
+    PyObject *identity = Py_None;
     Py_buffer stdin_view = {0};
     Py_ssize_t stdout_cap = PY_SSIZE_T_MAX, stderr_cap = PY_SSIZE_T_MAX, n;
-    int kill_on_cap = 0, report = 0, pump_rc, spawn_rc;
+    int kill_on_cap = 0, report = 0, text = 0, pump_rc, spawn_rc;
     double timeout = -1.0, started;
     PyObject *keep = NULL, *result = NULL;
     char **argv = NULL, **envp = NULL;
@@ -330,9 +399,10 @@ static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
     memset(&input, 0, sizeof input);
     memset(&outcome, 0, sizeof outcome);
     memset(&config, 0, sizeof config);
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOpy*Onnpd:run", keywords, &argv_obj,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOpy*OnnpdpO:run", keywords, &argv_obj,
                                      &env_obj, &rlimits_obj, &fds_obj, &report, &stdin_view,
-                                     &on_stdout, &stdout_cap, &stderr_cap, &kill_on_cap, &timeout))
+                                     &on_stdout, &stdout_cap, &stderr_cap, &kill_on_cap, &timeout,
+                                     &text, &identity))
         return NULL;
     if (stdout_cap < 0 || stderr_cap < 0 || !(timeout > 0) || !isfinite(timeout)) {
         PyErr_SetString(PyExc_ValueError, "caps must be >= 0 and timeout finite and > 0");
@@ -342,6 +412,8 @@ static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_TypeError, "on_stdout must be callable or None");
         goto cleanup;
     }
+    if (identity != Py_None && parse_identity(identity, &spec) != 0)
+        goto cleanup;
     keep = PyList_New(0);
     if (keep == NULL)
         goto cleanup;
@@ -399,7 +471,7 @@ static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
     else if (pump_rc == SBX_PUMP_FAILED)
         PyErr_SetFromErrno(PyExc_OSError);
     else if (pump_rc == SBX_PUMP_DONE)
-        result = build_result(&outcome);
+        result = build_result(&outcome, text);
     /* SBX_PUMP_ABORTED: a hook left its exception set. */
 
 cleanup:

@@ -38,6 +38,9 @@ struct sbx_spec {
     const int *pass_fds;
     size_t n_pass_fds;
     int report_pipe;
+    int change_identity; /* become uid/gid, no supplementary groups */
+    uid_t uid;
+    gid_t gid;
     int close_fds_above; /* highest fd number to scan when close_range is missing */
 };
 
@@ -59,6 +62,7 @@ enum sbx_stage {
     SBX_STAGE_STACK,
     SBX_STAGE_CLONE,
     SBX_STAGE_SIGNALS,
+    SBX_STAGE_IDENTITY,
     SBX_STAGE_PDEATHSIG,
     SBX_STAGE_RLIMIT,
     SBX_STAGE_DUP2,

@@ -68,6 +68,8 @@ const char *sbx_stage_name(int stage)
         return "clone";
     case SBX_STAGE_SIGNALS:
         return "resetting signals in the child";
+    case SBX_STAGE_IDENTITY:
+        return "dropping to the sandbox's uid/gid in the child";
     case SBX_STAGE_PDEATHSIG:
         return "prctl(PR_SET_PDEATHSIG) in the child";
     case SBX_STAGE_RLIMIT:
@@ -107,15 +109,21 @@ static void child_fail(struct child_args *args, int stage)
  *   1. every signal back to SIG_DFL: exec keeps ignored dispositions, and
  *      Python ignores SIGPIPE and SIGXFSZ, which the sandboxed program must
  *      see at their defaults;
- *   2. die with the spawning thread (PR_SET_PDEATHSIG), and at once if the
- *      parent is already gone;
- *   3. the resource limits (what prlimit(1) would do);
- *   4. the pipes and passed fds onto 0, 1, 2, 3...: every source is >= 10
+ *   2. the resource limits (what prlimit(1) would do), while still allowed
+ *      to set any;
+ *   3. with change_identity, no supplementary groups and the given gid and
+ *      uid, through raw syscalls: glibc's wrappers would broadcast the change
+ *      to every thread they believe this process has, which in a CLONE_VM
+ *      child are the parent's threads;
+ *   4. die with the spawning thread (PR_SET_PDEATHSIG: after 3, since a
+ *      change of credentials clears it), and at once if the parent is
+ *      already gone;
+ *   5. the pipes and passed fds onto 0, 1, 2, 3...: every source is >= 10
  *      and above every target, so no dup2 overwrites a source;
- *   5. close every other fd, so nothing of the host leaks into the child
+ *   6. close every other fd, so nothing of the host leaks into the child
  *      (close_range; on any failure of it, e.g. ENOSYS or a seccomp EPERM,
  *      one close() per fd up to the limit the parent computed);
- *   6. unblock signals and execve with the explicit environment.
+ *   7. unblock signals and execve with the explicit environment.
  * Any failure stores {stage, errno} and exits 127.
  */
 static int child_main(void *opaque)
@@ -137,11 +145,6 @@ static int child_main(void *opaque)
             child_fail(args, SBX_STAGE_SIGNALS);
     }
 
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
-        child_fail(args, SBX_STAGE_PDEATHSIG);
-    if (getppid() != args->parent)
-        _exit(127);
-
     for (i = 0; i < spec->n_rlimits; i++) {
         struct rlimit rl;
         rl.rlim_cur = spec->rlimits[i].soft;
@@ -149,6 +152,16 @@ static int child_main(void *opaque)
         if (setrlimit(spec->rlimits[i].resource, &rl) != 0)
             child_fail(args, SBX_STAGE_RLIMIT);
     }
+
+    if (spec->change_identity && (syscall(SYS_setgroups, 0, NULL) != 0 ||
+                                  syscall(SYS_setresgid, spec->gid, spec->gid, spec->gid) != 0 ||
+                                  syscall(SYS_setresuid, spec->uid, spec->uid, spec->uid) != 0))
+        child_fail(args, SBX_STAGE_IDENTITY);
+
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+        child_fail(args, SBX_STAGE_PDEATHSIG);
+    if (getppid() != args->parent)
+        _exit(127);
 
     for (i = 0; i < 3; i++) {
         if (dup2(args->stdio[i], (int)i) < 0)
