@@ -289,3 +289,8 @@ def test_unexecutable_bwrap_raises_sandbox_error(
     os.chmod(path, stat.S_IRUSR)
     with pytest.raises(SandboxError, match="could not start bubblewrap"):
         eval_in_sandbox("print(1)")
+
+
+def test_non_ascii_white_space_is_stripped_like_str_strip() -> None:
+    result = eval_in_sandbox("print('\\u00a0\\u3000 x \\x1c\\u2028')")
+    assert result.stdout == "x"

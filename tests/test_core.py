@@ -208,3 +208,26 @@ def test_lost_exit_status_is_reported_not_invented() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
     ).stdout
     assert out.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"",
+        b" \t\n",
+        b"  plain  \n",
+        b"\x1c\x1dx\x1e\x1f",
+        "\u00a0\u3000 x \u2028".encode(),
+        b"a\nb",
+    ],
+)
+def test_text_mode_matches_decode_then_strip(payload: bytes) -> None:
+    raw = _sandbox.run(["/bin/cat"], [], stdin=payload, text=True, timeout=10.0)
+    assert isinstance(raw["stdout"], str)
+    assert raw["stdout"].strip() == payload.decode("utf-8").strip()
+
+
+def test_text_mode_reports_invalid_utf8_as_none() -> None:
+    raw = _sandbox.run(["/bin/cat"], [], stdin=b" \xff ", text=True, timeout=10.0)
+    assert raw["stdout"] is None
+    assert raw["stderr"] == ""
