@@ -84,9 +84,7 @@ def eval_in_sandbox(
     io_bytes = _positive_int("io_max_kb", io_max_kb, 1024) * 1024
 
     python = _bwrap.find_python()
-    argv = _bwrap.bwrap_argv(
-        _bwrap.find_bwrap(), python, _bwrap.python_mounts(python), _bwrap.sandbox_identity()
-    )
+    argv = _bwrap.eval_argv(_bwrap.find_bwrap(), python)
     mem_bytes = mem_mb * 2**20
     ran = launch(
         argv,

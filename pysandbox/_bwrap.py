@@ -6,6 +6,7 @@ Nothing here spawns a process; everything is unit-testable.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import grp
 import os
 import pwd
@@ -20,9 +21,12 @@ __all__ = [
     "CODE_PATH",
     "STATUS_FD",
     "Identity",
-    "bwrap_argv",
+    "base_options",
+    "eval_argv",
+    "filesystem_options",
     "find_bwrap",
     "find_python",
+    "namespace_options",
     "python_mounts",
     "sandbox_identity",
     "system_mounts",
@@ -180,76 +184,102 @@ def _parent_dirs(mounts: Sequence[str]) -> list[str]:
     return list(parents)
 
 
-def bwrap_argv(
-    bwrap: str, python: str, mounts: Sequence[str], identity: Identity | None
-) -> list[str]:
-    """The full command line that runs ``CODE_PATH`` with ``python -u`` inside bubblewrap.
+#: Device nodes the sandbox gets, bound from the host.  Their owner is root, so the
+#: unprivileged code cannot change them; cheaper than bwrap's ``--dev``, which also
+#: mounts a tmpfs, a devpts and a /dev/shm that the sandbox has no use for.
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+DEVICE_LINKS = (
+    ("/proc/self/fd", "/dev/fd"),
+    ("/proc/self/fd/0", "/dev/stdin"),
+    ("/proc/self/fd/1", "/dev/stdout"),
+    ("/proc/self/fd/2", "/dev/stderr"),
+)
 
-    Every namespace is unshared (no network), every capability is dropped, and the code
-    never runs as host root (see ``Identity``); ``/proc/sys`` is read-only; the
-    environment is cleared; the sandbox dies with its parent and gets a new session (no
-    TIOCSTI into the caller's terminal).  The root, ``/home`` and ``/dev`` are read-only;
-    the code arrives through fd ``CODE_FD`` and is copied into the sandbox, so no host
-    file holds it.  bwrap reports on ``STATUS_FD``; its ``exit-code`` report comes only
-    from a sandbox that was built, which tells a setup failure from the code's exit 1.
+
+def namespace_options(identity: Identity | None) -> list[str]:
+    """Every namespace unshared (no network), every capability dropped.
+
+    With an identity (root caller) there is no user namespace, since its root would map
+    to host root; bwrap keeps the three capabilities setpriv needs to drop to the
+    identity, and setpriv empties every capability set there.
     """
     if identity is None:
-        namespaces = ["--unshare-all", "--cap-drop", "ALL"]
-        prefix: list[str] = []
-    else:
-        # No user namespace: its root would map to host root.  setpriv needs these three
-        # capabilities to drop to the identity, and empties every capability set there.
-        namespaces = [
-            "--unshare-pid",
-            "--unshare-net",
-            "--unshare-ipc",
-            "--unshare-uts",
-            "--unshare-cgroup-try",
-            "--cap-drop",
-            "ALL",
-            "--cap-add",
-            "CAP_SETUID",
-            "--cap-add",
-            "CAP_SETGID",
-            "--cap-add",
-            "CAP_SETPCAP",
-        ]
-        prefix = identity.command_prefix()
-    argv = [
-        bwrap,
+        return ["--unshare-all", "--cap-drop", "ALL"]
+    return [
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--cap-drop",
+        "ALL",
+        "--cap-add",
+        "CAP_SETUID",
+        "--cap-add",
+        "CAP_SETGID",
+        "--cap-add",
+        "CAP_SETPCAP",
+    ]
+
+
+def filesystem_options(mounts: Sequence[str]) -> list[str]:
+    """The system directories and ``mounts`` read-only, a ``/proc`` of the sandbox's own
+    pid namespace with ``/proc/sys`` read-only, and the usual device nodes."""
+    options = system_mounts()
+    for path in _parent_dirs(mounts):
+        options += ["--perms", "0755", "--dir", path]
+    for path in mounts:
+        options += ["--ro-bind", path, path]
+    # bwrap covers /proc/irq and /proc/bus but not these; a root caller's bwrap would
+    # otherwise leave the host's sysctls (kernel.core_pattern...) writable.
+    options += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
+    options += ["--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger"]
+    options += ["--perms", "0755", "--dir", "/dev"]
+    for device in DEVICES:
+        options += ["--dev-bind", device, device]
+    for target, link in DEVICE_LINKS:
+        options += ["--symlink", target, link]
+    return options
+
+
+@functools.lru_cache(maxsize=16)
+def base_options(python: str, euid: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """bwrap's options and the command prefix for running ``python`` as a caller with
+    ``euid``: everything that does not change from call to call, computed once."""
+    identity = sandbox_identity() if euid == 0 else None
+    options = [
         "--new-session",
         "--die-with-parent",
-        *namespaces,
+        *namespace_options(identity),
         "--clearenv",
+        *filesystem_options(python_mounts(python)),
+    ]
+    prefix = identity.command_prefix() if identity else []
+    return tuple(options), tuple(prefix)
+
+
+def eval_argv(bwrap: str, python: str) -> list[str]:
+    """The full command line that runs ``CODE_PATH`` with ``python -u`` inside bubblewrap.
+
+    See ``base_options``.  The environment is cleared; the sandbox dies with its parent
+    and gets a new session (no TIOCSTI into the caller's terminal); the root and
+    ``/home`` are read-only.  The code arrives through fd ``CODE_FD`` and is copied into
+    the sandbox, so no host file holds it.  bwrap reports on ``STATUS_FD``; its
+    ``exit-code`` report comes only from a sandbox it finished building, which tells a
+    setup failure from the code's own exit 1.
+    """
+    options, prefix = base_options(python, os.geteuid())
+    return [
+        bwrap,
+        *options,
         "--json-status-fd",
         str(STATUS_FD),
-        *system_mounts(),
-    ]
-    for path in _parent_dirs(mounts):
-        argv += ["--perms", "0755", "--dir", path]
-    for path in mounts:
-        argv += ["--ro-bind", path, path]
-    argv += [
-        "--proc",
-        "/proc",
-        # bwrap covers /proc/irq and /proc/bus but not these; a root caller's bwrap would
-        # otherwise leave the host's sysctls (kernel.core_pattern...) writable.
-        "--ro-bind",
-        "/proc/sys",
-        "/proc/sys",
-        "--ro-bind-try",
-        "/proc/sysrq-trigger",
-        "/proc/sysrq-trigger",
-        "--dev",
-        "/dev",
-        "--remount-ro",
-        "/dev",
         "--perms",
         "0755",
         "--dir",
         CODE_DIR,
-        # Writable by mode on a read-only mount: a write attempt fails with EROFS, as in the
-        # reference, rather than with EACCES for the unprivileged code.
+        # Writable by mode on a read-only mount: a write attempt fails with EROFS, as in
+        # the reference, rather than with EACCES for the unprivileged code.
         "--perms",
         "0666",
         "--ro-bind-data",
@@ -264,4 +294,3 @@ def bwrap_argv(
         "-u",
         CODE_PATH,
     ]
-    return argv
