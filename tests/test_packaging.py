@@ -101,3 +101,20 @@ def test_sdist_builds_and_contains_the_sources(tmp_path: Path) -> None:
         capture_output=True,
     )
     assert list(tmp_path.glob("pysandbox-*.whl"))
+
+
+def test_readme_is_valid_restructuredtext() -> None:
+    import docutils.core
+
+    docutils.core.publish_string(
+        (ROOT / "README.rst").read_text(),
+        writer_name="null",
+        settings_overrides={"report_level": 2, "halt_level": 2},
+    )
+
+
+def test_readme_names_the_two_commands_that_ci_runs() -> None:
+    readme = (ROOT / "README.rst").read_text()
+    assert "bash scripts/demo.sh" in readme
+    assert "bash scripts/test.sh" in readme
+    assert "scripts/test.sh" in (ROOT / ".ci" / "run").read_text()
