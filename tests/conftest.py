@@ -6,6 +6,7 @@ import functools
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -39,6 +40,13 @@ def _needs_bwrap(request: pytest.FixtureRequest) -> None:
         if os.environ.get("CI"):
             pytest.fail(reason)
         pytest.skip(reason)
+
+
+@pytest.fixture(autouse=True)
+def _outside_the_source_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run each test, and the interpreters it starts, in a scratch directory: from the
+    repository root, ``python -c`` would import the uncompiled source package."""
+    monkeypatch.chdir(tmp_path)
 
 
 def children_of(pid: int) -> list[int]:
