@@ -6,7 +6,7 @@ import os
 
 from setuptools import Extension, setup
 
-SOURCES = ["src/module.c", "src/spawn.c", "src/pump.c"]
+SOURCES = ["src/module.c", "src/spawn.c", "src/pump.c", "src/proctree.c"]
 CFLAGS = ["-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden"]
 LDFLAGS: list[str] = []
 

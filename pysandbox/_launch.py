@@ -15,6 +15,9 @@ from ._errors import SandboxError
 
 __all__ = ["Ran", "launch"]
 
+#: bwrap's status reports are a few dozen bytes; keep no more than this.
+REPORT_CAP = 64 * 1024
+
 #: Fixes for the host faults a user can do something about, by errno of the failed call.
 _HOST_FIXES = {
     errno.EMFILE: "this process is out of file descriptors: close some or raise `ulimit -n`",
@@ -145,7 +148,7 @@ def launch(
             [],
             rlimits=[*rlimits, (resource.RLIMIT_CORE, 0, 0)],
             pass_fds=[code_fd],
-            report=True,
+            captures=[REPORT_CAP],
             stdin=stdin,
             on_stdout=on_stdout,
             stdout_cap=stdout_cap,
@@ -158,7 +161,7 @@ def launch(
         raise _spawn_failure(exc) from exc
     finally:
         os.close(code_fd)
-    report = _bwrap_report(raw["report"])
+    report = _bwrap_report(raw["captures"][0])
     killed = raw["timed_out"] or raw["killed_on_cap"]
     # bwrap reports an exit code only for a sandbox it finished building.
     if "exit-code" not in report and not killed:

@@ -1,12 +1,19 @@
 from collections.abc import Callable, Sequence
-from typing import TypedDict
+from typing import Protocol, TypedDict
+
+class _Cancel(Protocol):
+    def is_set(self) -> bool: ...
 
 class RawResult(TypedDict):
     status_known: bool
     wait_status: int
     stdout: bytes | str | None
     stderr: bytes | str | None
-    report: bytes
+    captures: list[bytes]
+    captures_truncated: list[bool]
+    cpu_exceeded: bool
+    tree_cpu_time: float
+    cancelled: bool
     timed_out: bool
     stdout_truncated: bool
     stderr_truncated: bool
@@ -22,13 +29,14 @@ def run(
     *,
     rlimits: Sequence[tuple[int, int, int]] = ...,
     pass_fds: Sequence[int] = ...,
-    report: bool = ...,
+    captures: Sequence[int] = ...,
     stdin: bytes = ...,
     on_stdout: Callable[[bytes], bytes | None] | None = ...,
     stdout_cap: int = ...,
     stderr_cap: int = ...,
     kill_on_cap: bool = ...,
     timeout: float = ...,
+    cpu_limit: float = ...,
+    cancel: _Cancel | None = ...,
     text: bool = ...,
-    identity: tuple[int, int] | None = ...,
 ) -> RawResult: ...

@@ -22,12 +22,15 @@
 struct call_ctx {
     PyThreadState *tstate;
     PyObject *on_stdout; /* borrowed; NULL when there is none */
+    PyObject *cancel;    /* borrowed; NULL when there is none */
+    int cancelled;
 };
 
 /*
  * tick_hook: take the GIL, run pending signal handlers (Ctrl-C raises
- * KeyboardInterrupt here), give the GIL back.  Non-zero aborts the run with
- * the exception left set.  Called by sbx_pump without the GIL.
+ * KeyboardInterrupt here), ask cancel.is_set(), give the GIL back.
+ * Non-zero aborts the run: with an exception left set, or with
+ * ctx->cancelled set and no exception.  Called by sbx_pump without the GIL.
  */
 static int tick_hook(void *opaque)
 {
@@ -35,6 +38,16 @@ static int tick_hook(void *opaque)
     int rc;
     PyEval_RestoreThread(ctx->tstate);
     rc = PyErr_CheckSignals();
+    if (rc == 0 && ctx->cancel != NULL) {
+        PyObject *is_set = PyObject_CallMethod(ctx->cancel, "is_set", NULL);
+        if (is_set == NULL) {
+            rc = -1;
+        } else {
+            ctx->cancelled = PyObject_IsTrue(is_set);
+            rc = ctx->cancelled;
+            Py_DECREF(is_set);
+        }
+    }
     ctx->tstate = PyEval_SaveThread();
     return rc != 0;
 }
@@ -203,30 +216,36 @@ static Py_ssize_t parse_fds(PyObject *seq, int *out)
 }
 
 /*
- * parse_identity: fill spec's uid/gid from a (uid, gid) tuple of
- * non-negative ints.  Needs the GIL.  Returns 0, or -1 with an exception.
+ * parse_caps: fill out[] from a sequence of non-negative ints.  Needs the
+ * GIL.  Returns the count or -1 with an exception set.
  */
-static int parse_identity(PyObject *identity, struct sbx_spec *spec)
+static Py_ssize_t parse_caps(PyObject *seq, size_t *out)
 {
-    unsigned long uid, gid;
-    if (!PyTuple_Check(identity) || PyTuple_GET_SIZE(identity) != 2) {
-        PyErr_SetString(PyExc_TypeError, "identity must be None or a (uid, gid) tuple");
+    PyObject *fast = sequence_snapshot(seq, "captures");
+    Py_ssize_t i, n;
+    if (fast == NULL)
+        return -1;
+    n = PyTuple_GET_SIZE(fast);
+    if (n > SBX_MAX_CAPTURES) {
+        Py_DECREF(fast);
+        PyErr_SetString(PyExc_ValueError, "too many captures");
         return -1;
     }
-    uid = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(identity, 0));
-    if (uid == (unsigned long)-1 && PyErr_Occurred())
-        return -1;
-    gid = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(identity, 1));
-    if (gid == (unsigned long)-1 && PyErr_Occurred())
-        return -1;
-    if (uid >= (uid_t)-1 || gid >= (gid_t)-1) {
-        PyErr_SetString(PyExc_ValueError, "identity uid/gid out of range");
-        return -1;
+    for (i = 0; i < n; i++) {
+        Py_ssize_t cap = PyNumber_AsSsize_t(PyTuple_GET_ITEM(fast, i), PyExc_OverflowError);
+        if (cap == -1 && PyErr_Occurred()) {
+            Py_DECREF(fast);
+            return -1;
+        }
+        if (cap < 0) {
+            Py_DECREF(fast);
+            PyErr_SetString(PyExc_ValueError, "capture caps must be >= 0");
+            return -1;
+        }
+        out[i] = (size_t)cap;
     }
-    spec->change_identity = 1;
-    spec->uid = (uid_t)uid;
-    spec->gid = (gid_t)gid;
-    return 0;
+    Py_DECREF(fast);
+    return n;
 }
 
 /*
@@ -322,17 +341,34 @@ static PyObject *output_object(const struct sbx_buffer *buf, int text)
  * build_result: the outcome as a dict of facts.  Needs the GIL.  Returns a
  * new reference or NULL with an exception set.  Does not free the outcome.
  */
-static PyObject *build_result(const struct sbx_outcome *o, int text)
+static PyObject *build_result(const struct sbx_outcome *o, size_t n_captures, int text,
+                              int cancelled)
 {
-    PyObject *d = PyDict_New();
-    if (d == NULL)
-        return NULL;
+    PyObject *d = PyDict_New(), *captures = PyList_New((Py_ssize_t)n_captures),
+             *truncated = PyList_New((Py_ssize_t)n_captures);
+    size_t i;
+    if (d == NULL || captures == NULL || truncated == NULL)
+        goto fail;
+    for (i = 0; i < n_captures; i++) {
+        PyObject *data =
+            PyBytes_FromStringAndSize(o->captures[i].data, (Py_ssize_t)o->captures[i].len);
+        if (data == NULL)
+            goto fail;
+        PyList_SET_ITEM(captures, (Py_ssize_t)i, data);
+        PyList_SET_ITEM(truncated, (Py_ssize_t)i, PyBool_FromLong(o->captures_truncated[i]));
+    }
+    if (set_item(d, "captures", captures) || set_item(d, "captures_truncated", truncated)) {
+        captures = truncated = NULL;
+        goto fail;
+    }
+    captures = truncated = NULL;
     if (set_item(d, "status_known", PyBool_FromLong(o->status_known)) ||
         set_item(d, "wait_status", PyLong_FromLong(o->wait_status)) ||
         set_item(d, "stdout", output_object(&o->out, text)) ||
         set_item(d, "stderr", output_object(&o->err, text)) ||
-        set_item(d, "report",
-                 PyBytes_FromStringAndSize(o->report.data, (Py_ssize_t)o->report.len)) ||
+        set_item(d, "cpu_exceeded", PyBool_FromLong(o->cpu_exceeded)) ||
+        set_item(d, "tree_cpu_time", PyFloat_FromDouble(o->tree_cpu_time)) ||
+        set_item(d, "cancelled", PyBool_FromLong(cancelled)) ||
         set_item(d, "timed_out", PyBool_FromLong(o->timed_out)) ||
         set_item(d, "stdout_truncated", PyBool_FromLong(o->stdout_truncated)) ||
         set_item(d, "stderr_truncated", PyBool_FromLong(o->stderr_truncated)) ||
@@ -340,30 +376,34 @@ static PyObject *build_result(const struct sbx_outcome *o, int text)
         set_item(d, "wall_time", PyFloat_FromDouble(o->wall_time)) ||
         set_item(d, "user_time", PyFloat_FromDouble(timeval_seconds(o->usage.ru_utime))) ||
         set_item(d, "system_time", PyFloat_FromDouble(timeval_seconds(o->usage.ru_stime))) ||
-        set_item(d, "max_rss", PyLong_FromLongLong((long long)o->usage.ru_maxrss * 1024LL))) {
-        Py_DECREF(d);
-        return NULL;
-    }
+        set_item(d, "max_rss", PyLong_FromLongLong((long long)o->usage.ru_maxrss * 1024LL)))
+        goto fail;
     return d;
+
+fail:
+    Py_XDECREF(d);
+    Py_XDECREF(captures);
+    Py_XDECREF(truncated);
+    return NULL;
 }
 
 PyDoc_STRVAR(run_doc,
-             "run($module, /, argv, env, *, rlimits=(), pass_fds=(), report=False, stdin=b'',\n"
+             "run($module, /, argv, env, *, rlimits=(), pass_fds=(), captures=(), stdin=b'',\n"
              "    on_stdout=None, stdout_cap=sys.maxsize, stderr_cap=sys.maxsize,\n"
-             "    kill_on_cap=False, timeout, text=False, identity=None)\n"
+             "    kill_on_cap=False, timeout, cpu_limit=0.0, cancel=None, text=False)\n"
              "--\n\n"
              "Spawn argv[0] (an absolute path) with argv and env, apply rlimits in the\n"
-             "child, map pass_fds to fds 3, 4, ... and close every other fd.  With report,\n"
-             "one more pipe's write end follows the pass_fds; what the child writes there\n"
-             "comes back as 'report' (bwrap's --json-status-fd).  Feed stdin,\n"
-             "capture stdout/stderr up to their caps, kill after `timeout` seconds.\n"
-             "Without on_stdout, stdin is closed once written; with it, on_stdout(chunk)\n"
-             "returns bytes to write or None to close stdin.  With text, stdout and stderr\n"
-             "are str decoded from UTF-8 without the ASCII white space at their ends, or\n"
-             "None where they are not UTF-8.  With identity=(uid, gid), the child drops\n"
-             "its supplementary groups and becomes that uid and gid before the exec.\n"
-             "Returns a dict of facts;\n"
-             "raises OSError if the child could not be started.");
+             "child, map pass_fds to fds 3, 4, ... and close every other fd.  Each cap in\n"
+             "captures adds a pipe whose write end comes next (3 + len(pass_fds) + i) and\n"
+             "whose contents, up to the cap, come back in 'captures'.  Feed stdin,\n"
+             "capture stdout/stderr up to their caps, kill after `timeout` seconds, or\n"
+             "once the whole process tree has used cpu_limit CPU seconds (if > 0), or\n"
+             "once cancel.is_set() (checked every tick; the result then says\n"
+             "'cancelled').  Without on_stdout, stdin is closed once written; with it,\n"
+             "on_stdout(chunk) returns bytes to write or None to close stdin.  With\n"
+             "text, stdout and stderr are str decoded from UTF-8 without the ASCII white\n"
+             "space at their ends, or None where they are not UTF-8.  Returns a dict of\n"
+             "facts; raises OSError if the child could not be started.");
 
 /*
  * sandbox_run: see run_doc.  Called with the GIL; releases it for the spawn
@@ -373,15 +413,15 @@ PyDoc_STRVAR(run_doc,
  */
 static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"argv",    "env",       "rlimits",    "pass_fds",   "report",
+    static char *keywords[] = {"argv",    "env",       "rlimits",    "pass_fds",   "captures",
                                "stdin",   "on_stdout", "stdout_cap", "stderr_cap", "kill_on_cap",
-                               "timeout", "text",      "identity",   NULL};
+                               "timeout", "cpu_limit", "cancel",     "text",       NULL};
     PyObject *argv_obj, *env_obj, *rlimits_obj = NULL, *fds_obj = NULL, *on_stdout = Py_None;
-    PyObject *identity = Py_None;
+    PyObject *captures_obj = NULL, *cancel = Py_None;
     Py_buffer stdin_view = {0};
     Py_ssize_t stdout_cap = PY_SSIZE_T_MAX, stderr_cap = PY_SSIZE_T_MAX, n;
-    int kill_on_cap = 0, report = 0, text = 0, pump_rc, spawn_rc;
-    double timeout = -1.0, started;
+    int kill_on_cap = 0, text = 0, pump_rc, spawn_rc;
+    double timeout = -1.0, cpu_limit = 0.0, started;
     PyObject *keep = NULL, *result = NULL;
     char **argv = NULL, **envp = NULL;
     struct sbx_rlimit rlimits[SBX_MAX_RLIMITS];
@@ -399,21 +439,27 @@ static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
     memset(&input, 0, sizeof input);
     memset(&outcome, 0, sizeof outcome);
     memset(&config, 0, sizeof config);
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOpy*OnnpdpO:run", keywords, &argv_obj,
-                                     &env_obj, &rlimits_obj, &fds_obj, &report, &stdin_view,
+    memset(&ctx, 0, sizeof ctx);
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOOy*OnnpddOp:run", keywords, &argv_obj,
+                                     &env_obj, &rlimits_obj, &fds_obj, &captures_obj, &stdin_view,
                                      &on_stdout, &stdout_cap, &stderr_cap, &kill_on_cap, &timeout,
-                                     &text, &identity))
+                                     &cpu_limit, &cancel, &text))
         return NULL;
-    if (stdout_cap < 0 || stderr_cap < 0 || !(timeout > 0) || !isfinite(timeout)) {
-        PyErr_SetString(PyExc_ValueError, "caps must be >= 0 and timeout finite and > 0");
+    if (stdout_cap < 0 || stderr_cap < 0 || !(timeout > 0) || !isfinite(timeout) ||
+        !(cpu_limit >= 0) || !isfinite(cpu_limit)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "caps must be >= 0, timeout finite and > 0, cpu_limit finite and >= 0");
         goto cleanup;
     }
     if (on_stdout != Py_None && !PyCallable_Check(on_stdout)) {
         PyErr_SetString(PyExc_TypeError, "on_stdout must be callable or None");
         goto cleanup;
     }
-    if (identity != Py_None && parse_identity(identity, &spec) != 0)
-        goto cleanup;
+    if (captures_obj != NULL) {
+        if ((n = parse_caps(captures_obj, config.capture_caps)) < 0)
+            goto cleanup;
+        spec.n_captures = (size_t)n;
+    }
     keep = PyList_New(0);
     if (keep == NULL)
         goto cleanup;
@@ -449,16 +495,17 @@ static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
     spec.path = argv[0];
     spec.argv = argv;
     spec.envp = envp;
-    spec.report_pipe = report;
     spec.close_fds_above = fallback_fd_limit();
     config.stdout_cap = (size_t)stdout_cap;
     config.stderr_cap = (size_t)stderr_cap;
     config.kill_on_cap = kill_on_cap;
     config.timeout_sec = timeout;
+    config.cpu_limit = cpu_limit;
     config.hooks.tick = tick_hook;
     config.hooks.on_stdout = on_stdout == Py_None ? NULL : stdout_hook;
     config.hooks.ctx = &ctx;
     ctx.on_stdout = on_stdout == Py_None ? NULL : on_stdout;
+    ctx.cancel = cancel == Py_None ? NULL : cancel;
 
     ctx.tstate = PyEval_SaveThread();
     started = sbx_monotonic();
@@ -470,14 +517,15 @@ static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
         raise_spawn_error(&spawn_error, spec.path);
     else if (pump_rc == SBX_PUMP_FAILED)
         PyErr_SetFromErrno(PyExc_OSError);
-    else if (pump_rc == SBX_PUMP_DONE)
-        result = build_result(&outcome, text);
-    /* SBX_PUMP_ABORTED: a hook left its exception set. */
+    else if (pump_rc == SBX_PUMP_DONE || (pump_rc == SBX_PUMP_ABORTED && ctx.cancelled))
+        result = build_result(&outcome, spec.n_captures, text, ctx.cancelled);
+    /* Otherwise SBX_PUMP_ABORTED: a hook left its exception set. */
 
 cleanup:
     sbx_buffer_free(&outcome.out);
     sbx_buffer_free(&outcome.err);
-    sbx_buffer_free(&outcome.report);
+    for (size_t i = 0; i < SBX_MAX_CAPTURES; i++)
+        sbx_buffer_free(&outcome.captures[i]);
     sbx_buffer_free(&input.pending);
     PyMem_Free(argv);
     PyMem_Free(envp);

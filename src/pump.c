@@ -22,8 +22,6 @@
 #define READ_SIZE (1024 * 1024)
 /* Reads per stream per wake-up, so one busy stream cannot starve the rest. */
 #define READS_PER_WAKE 16
-/* bwrap's status reports are a few dozen bytes; keep no more than this. */
-#define REPORT_CAP (64 * 1024)
 /* After a kill, how long to wait for the sandbox's last writers to vanish. */
 #define KILL_GRACE_SEC 0.5
 
@@ -111,7 +109,8 @@ static void child_close_fds(struct sbx_child *child)
     close_fd(&child->in_fd);
     close_fd(&child->out_fd);
     close_fd(&child->err_fd);
-    close_fd(&child->report_fd);
+    for (int i = 0; i < SBX_MAX_CAPTURES; i++)
+        close_fd(&child->capture_fds[i]);
     close_fd(&child->pidfd);
 }
 
@@ -182,8 +181,8 @@ struct pump {
     struct sbx_input *input;
     const struct sbx_pump_config *config;
     struct sbx_outcome *outcome;
-    struct stream streams[3]; /* stdout, stderr, report */
-    int report_truncated;
+    struct stream streams[2 + SBX_MAX_CAPTURES]; /* stdout, stderr, the captures */
+    int n_streams;
     char *scratch; /* CHUNK_SIZE bytes, on the heap: threads may have small stacks */
 };
 
@@ -309,10 +308,10 @@ static int drain_after_exit(struct pump *p, double grace)
 {
     double until = sbx_monotonic() + grace;
     for (;;) {
-        struct pollfd fds[3];
+        struct pollfd fds[2 + SBX_MAX_CAPTURES];
         double left = until - sbx_monotonic();
         int i, n, open_streams = 0;
-        for (i = 0; i < 3; i++) {
+        for (i = 0; i < p->n_streams; i++) {
             fds[i].fd = *p->streams[i].fd;
             fds[i].events = POLLIN;
             open_streams += fds[i].fd >= 0;
@@ -320,14 +319,14 @@ static int drain_after_exit(struct pump *p, double grace)
         /* A writer that never stops cannot keep us here past a second. */
         if (open_streams == 0 || left < -1.0)
             return 0;
-        n = poll(fds, 3, left > 0 ? (int)(left * 1000.0) + 1 : 0);
+        n = poll(fds, (nfds_t)p->n_streams, left > 0 ? (int)(left * 1000.0) + 1 : 0);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
             return -1;
         if (n == 0)
             return 0;
-        for (i = 0; i < 3; i++) {
+        for (i = 0; i < p->n_streams; i++) {
             if (fds[i].fd >= 0 && fds[i].revents != 0 &&
                 drain_stream(p, &p->streams[i], 0) == STREAM_ERROR)
                 return -1;
@@ -352,6 +351,24 @@ static int poll_timeout_ms(double now, double deadline, double next_tick, int ha
 }
 
 /*
+ * cpu_limit_passed: sample the CPU time of the whole tree under bwrap and
+ * tell whether it passed config->cpu_limit (then cpu_exceeded is set).
+ */
+static int cpu_limit_passed(struct pump *p)
+{
+    double used;
+    if (p->config->cpu_limit <= 0 || p->child->pid < 0)
+        return 0;
+    used = sbx_tree_cpu_seconds(p->child->pid);
+    if (used > p->outcome->tree_cpu_time)
+        p->outcome->tree_cpu_time = used;
+    if (used < p->config->cpu_limit)
+        return 0;
+    p->outcome->cpu_exceeded = 1;
+    return 1;
+}
+
+/*
  * pump_loop: the body of sbx_pump, up to the child's exit or the reason to
  * kill it.  Returns SBX_PUMP_* with *exited telling whether the child was
  * reaped (or found gone) here.
@@ -369,7 +386,8 @@ static int pump_loop(struct pump *p, double started, int *exited)
         close_fd(&child->in_fd);
 
     for (;;) {
-        struct pollfd fds[5];
+        struct pollfd fds[3 + SBX_MAX_CAPTURES];
+        int pid_slot = 1 + p->n_streams;
         double now = sbx_monotonic();
         int i, n, stream;
 
@@ -381,23 +399,26 @@ static int pump_loop(struct pump *p, double started, int *exited)
             next_tick = now + SBX_TICK_MS / 1000.0;
             if (hooks->tick != NULL && hooks->tick(hooks->ctx) != 0)
                 return SBX_PUMP_ABORTED;
+            if (cpu_limit_passed(p))
+                return SBX_PUMP_DONE;
         }
         fds[0].fd = child->in_fd >= 0 && input->pending.len > 0 ? child->in_fd : -1;
         fds[0].events = POLLOUT;
-        for (i = 0; i < 3; i++) {
+        for (i = 0; i < p->n_streams; i++) {
             fds[i + 1].fd = *p->streams[i].fd;
             fds[i + 1].events = POLLIN;
         }
-        fds[4].fd = child->pidfd;
-        fds[4].events = POLLIN;
-        n = poll(fds, 5, poll_timeout_ms(now, deadline, next_tick, child->pidfd >= 0));
+        fds[pid_slot].fd = child->pidfd;
+        fds[pid_slot].events = POLLIN;
+        n = poll(fds, (nfds_t)pid_slot + 1,
+                 poll_timeout_ms(now, deadline, next_tick, child->pidfd >= 0));
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
             return SBX_PUMP_FAILED;
         if (fds[0].fd >= 0 && fds[0].revents && feed_stdin(&child->in_fd, input) != 0)
             return SBX_PUMP_FAILED;
-        for (i = 0; i < 3; i++) {
+        for (i = 0; i < p->n_streams; i++) {
             if (fds[i + 1].fd < 0 || fds[i + 1].revents == 0)
                 continue;
             stream = drain_stream(p, &p->streams[i], 1);
@@ -415,7 +436,7 @@ static int pump_loop(struct pump *p, double started, int *exited)
             input->pending.len = 0;
         else if (input->pending.len == 0 && input->close_when_done)
             close_fd(&child->in_fd);
-        if (child->pidfd >= 0 ? fds[4].revents != 0 : child_has_exited(child->pid)) {
+        if (child->pidfd >= 0 ? fds[pid_slot].revents != 0 : child_has_exited(child->pid)) {
             outcome->status_known = reap(child, &outcome->wait_status, &outcome->usage);
             *exited = 1;
             return SBX_PUMP_DONE;
@@ -428,7 +449,7 @@ static int pump_loop(struct pump *p, double started, int *exited)
  * output cap is passed with kill_on_cap, or a hook aborts.
  *
  * Contract: the child is always reaped (or found auto-reaped) and its fds
- * closed on return; outcome->out/err/report are owned by the caller (free
+ * closed on return; outcome->out/err/captures are owned by the caller (free
  * with sbx_buffer_free) on every path.  Returns SBX_PUMP_DONE,
  * SBX_PUMP_ABORTED (a hook returned non-zero; the hook has recorded why) or
  * SBX_PUMP_FAILED (errno set).  Runs without the GIL; thread-safe.
@@ -436,22 +457,25 @@ static int pump_loop(struct pump *p, double started, int *exited)
 int sbx_pump(struct sbx_child *child, struct sbx_input *input, const struct sbx_pump_config *config,
              struct sbx_outcome *outcome, double started)
 {
-    struct pump p = {
-        child,
-        input,
-        config,
-        outcome,
-        {
-            {&child->out_fd, &outcome->out, config->stdout_cap, &outcome->stdout_truncated, 1},
-            {&child->err_fd, &outcome->err, config->stderr_cap, &outcome->stderr_truncated, 0},
-            {&child->report_fd, &outcome->report, REPORT_CAP, NULL, 0},
-        },
-        0,
-        NULL,
-    };
+    struct pump p;
     int result, saved_errno = 0, exited = 0;
+    size_t i;
 
-    p.streams[2].truncated = &p.report_truncated;
+    memset(&p, 0, sizeof p);
+    p.child = child;
+    p.input = input;
+    p.config = config;
+    p.outcome = outcome;
+    p.streams[0] = (struct stream){&child->out_fd, &outcome->out, config->stdout_cap,
+                                   &outcome->stdout_truncated, 1};
+    p.streams[1] = (struct stream){&child->err_fd, &outcome->err, config->stderr_cap,
+                                   &outcome->stderr_truncated, 0};
+    p.n_streams = 2;
+    for (i = 0; i < SBX_MAX_CAPTURES && child->capture_fds[i] >= 0; i++)
+        p.streams[p.n_streams++] =
+            (struct stream){&child->capture_fds[i], &outcome->captures[i], config->capture_caps[i],
+                            &outcome->captures_truncated[i], 0};
+    outcome->tree_cpu_time = -1.0;
     p.scratch = malloc(CHUNK_SIZE);
     if (p.scratch == NULL) {
         kill_and_reap(child, &outcome->wait_status, &outcome->usage);

@@ -14,6 +14,7 @@
 
 #define SBX_MAX_RLIMITS 16
 #define SBX_MAX_PASS_FDS 16
+#define SBX_MAX_CAPTURES 4
 
 /* One resource limit the child applies to itself before exec. */
 struct sbx_rlimit {
@@ -24,8 +25,9 @@ struct sbx_rlimit {
 
 /*
  * Everything the child needs, built by the parent before the clone.
- * pass_fds[i] becomes fd 3 + i in the child; with report_pipe, the write end
- * of one more pipe becomes fd 3 + n_pass_fds (bwrap's --json-status-fd).
+ * pass_fds[i] becomes fd 3 + i in the child; then the write ends of
+ * n_captures more pipes follow (fd 3 + n_pass_fds + j), which the pump
+ * captures like stdout (bwrap's --json-status-fd, the init's reports).
  * All other fds but 0, 1, 2 are closed.  path must be absolute: the child
  * does no PATH lookup.
  */
@@ -37,21 +39,18 @@ struct sbx_spec {
     size_t n_rlimits;
     const int *pass_fds;
     size_t n_pass_fds;
-    int report_pipe;
-    int change_identity; /* become uid/gid, no supplementary groups */
-    uid_t uid;
-    gid_t gid;
+    size_t n_captures;
     int close_fds_above; /* highest fd number to scan when close_range is missing */
 };
 
 /* The parent's handles on a running child.  Every fd is O_CLOEXEC. */
 struct sbx_child {
     pid_t pid;
-    int pidfd;     /* -1 when the kernel has no CLONE_PIDFD */
-    int in_fd;     /* write end of the child's stdin, O_NONBLOCK */
-    int out_fd;    /* read end of the child's stdout, O_NONBLOCK */
-    int err_fd;    /* read end of the child's stderr, O_NONBLOCK */
-    int report_fd; /* read end of the report pipe, O_NONBLOCK; -1 if none */
+    int pidfd;                         /* -1 when the kernel has no CLONE_PIDFD */
+    int in_fd;                         /* write end of the child's stdin, O_NONBLOCK */
+    int out_fd;                        /* read end of the child's stdout, O_NONBLOCK */
+    int err_fd;                        /* read end of the child's stderr, O_NONBLOCK */
+    int capture_fds[SBX_MAX_CAPTURES]; /* read ends, O_NONBLOCK; -1 if none */
 };
 
 /* Where a spawn failed; reported with the errno of the failing call. */
@@ -62,7 +61,6 @@ enum sbx_stage {
     SBX_STAGE_STACK,
     SBX_STAGE_CLONE,
     SBX_STAGE_SIGNALS,
-    SBX_STAGE_IDENTITY,
     SBX_STAGE_PDEATHSIG,
     SBX_STAGE_RLIMIT,
     SBX_STAGE_DUP2,
@@ -117,6 +115,8 @@ struct sbx_hooks {
 struct sbx_pump_config {
     size_t stdout_cap;
     size_t stderr_cap;
+    size_t capture_caps[SBX_MAX_CAPTURES];
+    double cpu_limit;   /* CPU seconds of the whole tree; 0: not watched */
     int kill_on_cap;    /* kill the child as soon as a stream passes its cap */
     double timeout_sec; /* wall-clock limit; the child is killed past it */
     struct sbx_hooks hooks;
@@ -125,8 +125,9 @@ struct sbx_pump_config {
 /*
  * Why the run ended, as facts; Python decides what they mean.  status_known
  * is 0 when the exit status was lost: the host auto-reaps children (SIGCHLD
- * ignored) or another thread reaped this one; report then still holds what
- * bwrap said on its status pipe.
+ * ignored) or another thread reaped this one; the captures then still hold
+ * what bwrap said on its status pipe.  tree_cpu_time is the last sample of
+ * the watcher (-1 when not watched).
  */
 struct sbx_outcome {
     int status_known;
@@ -135,11 +136,14 @@ struct sbx_outcome {
     int stdout_truncated;
     int stderr_truncated;
     int killed_on_cap;
+    int cpu_exceeded;
+    double tree_cpu_time;
     double wall_time;
     struct rusage usage;
     struct sbx_buffer out;
     struct sbx_buffer err;
-    struct sbx_buffer report;
+    struct sbx_buffer captures[SBX_MAX_CAPTURES];
+    int captures_truncated[SBX_MAX_CAPTURES];
 };
 
 enum { SBX_PUMP_DONE = 0, SBX_PUMP_ABORTED = 1, SBX_PUMP_FAILED = -1 };
@@ -148,5 +152,6 @@ int sbx_pump(struct sbx_child *child, struct sbx_input *input, const struct sbx_
              struct sbx_outcome *outcome, double started);
 
 double sbx_monotonic(void);
+double sbx_tree_cpu_seconds(pid_t root);
 
 #endif

@@ -45,8 +45,8 @@
 struct child_args {
     const struct sbx_spec *spec;
     pid_t parent;
-    int stdio[3];                   /* sources for fds 0, 1, 2 */
-    int pass[SBX_MAX_PASS_FDS + 2]; /* sources for fds 3, 4, ...; -1 ends */
+    int stdio[3];                                      /* sources for fds 0, 1, 2 */
+    int pass[SBX_MAX_PASS_FDS + SBX_MAX_CAPTURES + 1]; /* sources for fds 3...; -1 ends */
     volatile int stage;
     volatile int err;
 };
@@ -68,8 +68,6 @@ const char *sbx_stage_name(int stage)
         return "clone";
     case SBX_STAGE_SIGNALS:
         return "resetting signals in the child";
-    case SBX_STAGE_IDENTITY:
-        return "dropping to the sandbox's uid/gid in the child";
     case SBX_STAGE_PDEATHSIG:
         return "prctl(PR_SET_PDEATHSIG) in the child";
     case SBX_STAGE_RLIMIT:
@@ -109,21 +107,16 @@ static void child_fail(struct child_args *args, int stage)
  *   1. every signal back to SIG_DFL: exec keeps ignored dispositions, and
  *      Python ignores SIGPIPE and SIGXFSZ, which the sandboxed program must
  *      see at their defaults;
- *   2. the resource limits (what prlimit(1) would do), while still allowed
- *      to set any;
- *   3. with change_identity, no supplementary groups and the given gid and
- *      uid, through raw syscalls: glibc's wrappers would broadcast the change
- *      to every thread they believe this process has, which in a CLONE_VM
- *      child are the parent's threads;
- *   4. die with the spawning thread (PR_SET_PDEATHSIG: after 3, since a
- *      change of credentials clears it), and at once if the parent is
- *      already gone;
- *   5. the pipes and passed fds onto 0, 1, 2, 3...: every source is >= 10
- *      and above every target, so no dup2 overwrites a source;
- *   6. close every other fd, so nothing of the host leaks into the child
+ *   2. the resource limits (what prlimit(1) would do);
+ *   3. die with the spawning thread (PR_SET_PDEATHSIG), and at once if the
+ *      parent is already gone;
+ *   4. the pipes, passed fds and capture pipes onto 0, 1, 2, 3...: every
+ *      source is >= 10 and above every target, so no dup2 overwrites a
+ *      source;
+ *   5. close every other fd, so nothing of the host leaks into the child
  *      (close_range; on any failure of it, e.g. ENOSYS or a seccomp EPERM,
  *      one close() per fd up to the limit the parent computed);
- *   7. unblock signals and execve with the explicit environment.
+ *   6. unblock signals and execve with the explicit environment.
  * Any failure stores {stage, errno} and exits 127.
  */
 static int child_main(void *opaque)
@@ -152,11 +145,6 @@ static int child_main(void *opaque)
         if (setrlimit(spec->rlimits[i].resource, &rl) != 0)
             child_fail(args, SBX_STAGE_RLIMIT);
     }
-
-    if (spec->change_identity && (syscall(SYS_setgroups, 0, NULL) != 0 ||
-                                  syscall(SYS_setresgid, spec->gid, spec->gid, spec->gid) != 0 ||
-                                  syscall(SYS_setresuid, spec->uid, spec->uid, spec->uid) != 0))
-        child_fail(args, SBX_STAGE_IDENTITY);
 
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
         child_fail(args, SBX_STAGE_PDEATHSIG);
@@ -260,8 +248,8 @@ static pid_t clone_child(struct child_args *args, char *stack_top, int *pidfd)
 }
 
 /*
- * sbx_spawn: start spec->path with stdin/stdout/stderr (and the report pipe
- * if asked for) on fresh pipes.
+ * sbx_spawn: start spec->path with stdin/stdout/stderr and the capture pipes
+ * on fresh pipes.
  *
  * Contract: on success returns 0 and fills *child; the caller owns every fd
  * in it (close with sbx_child_close_fds) and must reap child->pid.  On
@@ -274,7 +262,7 @@ int sbx_spawn(const struct sbx_spec *spec, struct sbx_child *child, struct sbx_s
 {
     struct child_args args;
     int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
-    int report_pipe[2] = {-1, -1};
+    int captures[SBX_MAX_CAPTURES][2];
     int floor = MIN_SOURCE_FD, n_targets;
     char *stack = MAP_FAILED;
     sigset_t all, saved_mask;
@@ -282,26 +270,35 @@ int sbx_spawn(const struct sbx_spec *spec, struct sbx_child *child, struct sbx_s
     int rc = -1;
 
     memset(&args, 0, sizeof args);
-    for (i = 0; i < SBX_MAX_PASS_FDS + 2; i++)
+    for (i = 0; i < SBX_MAX_PASS_FDS + SBX_MAX_CAPTURES + 1; i++)
         args.pass[i] = -1;
+    for (i = 0; i < SBX_MAX_CAPTURES; i++) {
+        captures[i][0] = captures[i][1] = -1;
+        child->capture_fds[i] = -1;
+    }
     child->pid = -1;
-    child->pidfd = child->in_fd = child->out_fd = child->err_fd = child->report_fd = -1;
+    child->pidfd = child->in_fd = child->out_fd = child->err_fd = -1;
     error->stage = SBX_STAGE_NONE;
     error->err = 0;
 
-    if (spec->n_pass_fds > SBX_MAX_PASS_FDS) {
+    if (spec->n_pass_fds > SBX_MAX_PASS_FDS || spec->n_captures > SBX_MAX_CAPTURES) {
         error->stage = SBX_STAGE_PASS_FDS;
         error->err = EINVAL;
         return -1;
     }
-    n_targets = 3 + (int)spec->n_pass_fds + (spec->report_pipe ? 1 : 0);
+    n_targets = 3 + (int)spec->n_pass_fds + (int)spec->n_captures;
     if (floor < n_targets)
         floor = n_targets;
 
-    if (make_pipe(in_pipe, floor) || make_pipe(out_pipe, floor) || make_pipe(err_pipe, floor) ||
-        (spec->report_pipe && make_pipe(report_pipe, floor))) {
+    if (make_pipe(in_pipe, floor) || make_pipe(out_pipe, floor) || make_pipe(err_pipe, floor)) {
         error->stage = SBX_STAGE_PIPE;
         goto fail;
+    }
+    for (i = 0; i < spec->n_captures; i++) {
+        if (make_pipe(captures[i], floor)) {
+            error->stage = SBX_STAGE_PIPE;
+            goto fail;
+        }
     }
     for (i = 0; i < spec->n_pass_fds; i++) {
         args.pass[i] = fcntl(spec->pass_fds[i], F_DUPFD_CLOEXEC, floor);
@@ -310,9 +307,9 @@ int sbx_spawn(const struct sbx_spec *spec, struct sbx_child *child, struct sbx_s
             goto fail;
         }
     }
-    if (spec->report_pipe) {
-        args.pass[spec->n_pass_fds] = report_pipe[1];
-        report_pipe[1] = -1;
+    for (i = 0; i < spec->n_captures; i++) {
+        args.pass[spec->n_pass_fds + i] = captures[i][1];
+        captures[i][1] = -1;
     }
     args.spec = spec;
     args.parent = getpid();
@@ -357,14 +354,16 @@ int sbx_spawn(const struct sbx_spec *spec, struct sbx_child *child, struct sbx_s
     child->in_fd = in_pipe[1];
     child->out_fd = out_pipe[0];
     child->err_fd = err_pipe[0];
-    child->report_fd = report_pipe[0];
-    in_pipe[1] = out_pipe[0] = err_pipe[0] = report_pipe[0] = -1;
+    in_pipe[1] = out_pipe[0] = err_pipe[0] = -1;
+    for (i = 0; i < spec->n_captures; i++) {
+        child->capture_fds[i] = captures[i][0];
+        captures[i][0] = -1;
+        set_nonblocking(child->capture_fds[i]);
+    }
     /* The parent's own ends only; the child's stay blocking. */
     set_nonblocking(child->in_fd);
     set_nonblocking(child->out_fd);
     set_nonblocking(child->err_fd);
-    if (child->report_fd >= 0)
-        set_nonblocking(child->report_fd);
     rc = 0;
     goto cleanup;
 
@@ -377,9 +376,12 @@ cleanup:
         close_if_open(&in_pipe[i]);
         close_if_open(&out_pipe[i]);
         close_if_open(&err_pipe[i]);
-        close_if_open(&report_pipe[i]);
     }
-    for (i = 0; i < SBX_MAX_PASS_FDS + 2; i++)
+    for (i = 0; i < SBX_MAX_CAPTURES; i++) {
+        close_if_open(&captures[i][0]);
+        close_if_open(&captures[i][1]);
+    }
+    for (i = 0; i < SBX_MAX_PASS_FDS + SBX_MAX_CAPTURES + 1; i++)
         close_if_open(&args.pass[i]);
     return rc;
 }

@@ -112,13 +112,15 @@ def test_passed_fds_and_report_pipe_are_numbered_after_stdio(tmp_path: object) -
     os.close(write_end)
     try:
         raw = sh(
-            "cat <&3; echo; echo reported >&4; ls /proc/self/fd", pass_fds=[read_end], report=True
+            "cat <&3; echo; echo reported >&4; ls /proc/self/fd",
+            pass_fds=[read_end],
+            captures=[100],
         )
     finally:
         os.close(read_end)
     lines = raw["stdout"].split(b"\n")
     assert lines[0] == b"through fd 3"
-    assert raw["report"] == b"reported\n"
+    assert raw["captures"] == [b"reported\n"]
     # 0-4 and the fd of ls's own directory listing: nothing else was inherited.
     assert len([line for line in lines[1:] if line]) <= 6
 
@@ -231,3 +233,33 @@ def test_text_mode_reports_invalid_utf8_as_none() -> None:
     raw = _sandbox.run(["/bin/cat"], [], stdin=b" \xff ", text=True, timeout=10.0)
     assert raw["stdout"] is None
     assert raw["stderr"] == ""
+
+
+def test_captures_are_capped_and_independent() -> None:
+    raw = sh("printf aaaa >&3; printf bbbbbbbb >&4", captures=[3, 100])
+    assert raw["captures"] == [b"aaa", b"bbbbbbbb"]
+    assert raw["captures_truncated"] == [True, False]
+
+
+def test_cpu_limit_counts_the_whole_tree() -> None:
+    """Four busy children: the tree passes 0.5 s long before any one of them does."""
+    busy = "while :; do :; done"
+    raw = sh(f"for i in 1 2 3 4; do ( {busy} ) & done; wait", cpu_limit=0.5, timeout=20.0)
+    assert raw["cpu_exceeded"]
+    assert 0.5 <= raw["tree_cpu_time"] < 1.0
+    assert raw["wall_time"] < 5.0
+
+
+def test_cancel_kills_and_says_so() -> None:
+    class SetAfterAWhile:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def is_set(self) -> bool:
+            self.calls += 1
+            return self.calls > 3
+
+    raw = sh("sleep 30", cancel=SetAfterAWhile())
+    assert raw["cancelled"]
+    assert raw["wall_time"] < 2.0
+    assert children_of(os.getpid()) == []
