@@ -1,12 +1,15 @@
-"""Build the C core; all metadata lives in pyproject.toml."""
+"""Build the C core and the in-sandbox init; all metadata lives in pyproject.toml."""
 
 from __future__ import annotations
 
 import os
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+from setuptools.errors import LinkError
 
 SOURCES = ["src/module.c", "src/spawn.c", "src/pump.c", "src/proctree.c"]
+INIT_SOURCE = "src/init.c"
 CFLAGS = ["-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden"]
 LDFLAGS: list[str] = []
 
@@ -16,7 +19,34 @@ if os.environ.get("PYSANDBOX_SANITIZE"):
     CFLAGS += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-O1", "-g"]
     LDFLAGS += ["-fsanitize=address,undefined"]
 
+
+class BuildExtAndInit(build_ext):
+    """Also build ``pysandbox/_init``, the executable that runs first inside the sandbox.
+
+    Linked statically where the C library allows it (no dynamic loader work on every
+    sandbox start), dynamically otherwise.
+    """
+
+    def run(self) -> None:
+        super().run()
+        package_dir = "pysandbox" if self.inplace else os.path.join(self.build_lib, "pysandbox")
+        os.makedirs(package_dir, exist_ok=True)
+        flags = [f for f in CFLAGS if f != "-fvisibility=hidden" and not f.startswith("-fsan")]
+        objects = self.compiler.compile(
+            [INIT_SOURCE], output_dir=self.build_temp, extra_postargs=[*flags, "-O2"]
+        )
+        try:
+            self.compiler.link_executable(
+                objects, "_init", output_dir=package_dir, extra_postargs=["-static", "-s"]
+            )
+        except LinkError:
+            self.compiler.link_executable(
+                objects, "_init", output_dir=package_dir, extra_postargs=["-s"]
+            )
+
+
 setup(
+    cmdclass={"build_ext": BuildExtAndInit},
     ext_modules=[
         Extension(
             "pysandbox._sandbox",
@@ -25,5 +55,5 @@ setup(
             extra_compile_args=CFLAGS,
             extra_link_args=LDFLAGS,
         )
-    ]
+    ],
 )

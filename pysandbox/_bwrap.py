@@ -20,12 +20,15 @@ __all__ = [
     "CODE_FD",
     "CODE_PATH",
     "STATUS_FD",
+    "INIT_PATH",
     "Identity",
     "base_options",
     "eval_argv",
     "filesystem_options",
     "find_bwrap",
+    "find_init",
     "find_python",
+    "init_mount",
     "namespace_options",
     "python_mounts",
     "sandbox_identity",
@@ -42,8 +45,8 @@ CODE_PATH = "/home/code.py"
 
 #: Top-level system directories the sandbox may see read-only, when the host has them.
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-#: Where tools that run inside the sandbox are looked up, never on the caller's PATH.
-SYSTEM_BIN_DIRS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin")
+#: Where pysandbox's init executable is, inside the sandbox.
+INIT_PATH = "/.pysandbox/init"
 
 
 def find_bwrap() -> str:
@@ -119,26 +122,16 @@ class Identity:
 
     A root caller's bwrap would otherwise run the code as host uid 0: without
     capabilities, but still the owner of every root-owned file it can reach (it could
-    chmod the host's ``/dev/null``).  ``setpriv`` (util-linux), run inside the sandbox
-    after bwrap has built it, drops to ``uid``/``gid`` with no supplementary groups and
-    sets ``no_new_privs``, so setuid binaries stay powerless.
+    chmod the host's ``/dev/null``).  pysandbox's init (``INIT_PATH``), run inside the
+    sandbox after bwrap has built it, drops to ``uid``/``gid`` with no supplementary
+    groups and empty capability sets.
     """
 
     uid: int
     gid: int
-    setpriv: str
 
-    def command_prefix(self) -> list[str]:
-        return [
-            self.setpriv,
-            f"--reuid={self.uid}",
-            f"--regid={self.gid}",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--bounding-set=-all",
-            "--no-new-privs",
-            "--",
-        ]
+    def init_options(self) -> list[str]:
+        return ["--drop", f"{self.uid}:{self.gid}"]
 
 
 def _nobody() -> tuple[int, int]:
@@ -159,14 +152,24 @@ def sandbox_identity() -> Identity | None:
     the caller's own unprivileged uid in a user namespace)."""
     if os.geteuid() != 0:
         return None
-    setpriv = shutil.which("setpriv", path=os.pathsep.join(SYSTEM_BIN_DIRS))
-    if setpriv is None:
-        raise SandboxError(
-            "running as root needs setpriv (util-linux) in /usr/bin to drop to an "
-            "unprivileged user inside the sandbox: apt-get install util-linux"
-        )
     uid, gid = _nobody()
-    return Identity(uid=uid, gid=gid, setpriv=setpriv)
+    return Identity(uid=uid, gid=gid)
+
+
+def find_init() -> str:
+    """The host path of pysandbox's init executable, built with the extension."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_init")
+    if not os.access(path, os.X_OK):
+        raise SandboxError(
+            f"pysandbox's init is missing or not executable at {path}: reinstall pysandbox "
+            "(pip install --force-reinstall pysandbox)"
+        )
+    return path
+
+
+def init_mount() -> list[str]:
+    """bwrap options that put the init at ``INIT_PATH``, read-only."""
+    return ["--ro-bind", find_init(), INIT_PATH]
 
 
 def _parent_dirs(mounts: Sequence[str]) -> list[str]:
@@ -200,8 +203,8 @@ def namespace_options(identity: Identity | None) -> list[str]:
     """Every namespace unshared (no network), every capability dropped.
 
     With an identity (root caller) there is no user namespace, since its root would map
-    to host root; bwrap keeps the three capabilities setpriv needs to drop to the
-    identity, and setpriv empties every capability set there.
+    to host root; bwrap keeps the three capabilities the init needs to drop to the
+    identity, and the init empties every capability set there.
     """
     if identity is None:
         return ["--unshare-all", "--cap-drop", "ALL"]
@@ -254,7 +257,10 @@ def base_options(python: str, euid: int) -> tuple[tuple[str, ...], tuple[str, ..
         "--clearenv",
         *filesystem_options(python_mounts(python)),
     ]
-    prefix = identity.command_prefix() if identity else []
+    prefix: list[str] = []
+    if identity is not None:
+        options += init_mount()
+        prefix = [INIT_PATH, *identity.init_options(), "--exec", "--"]
     return tuple(options), tuple(prefix)
 
 

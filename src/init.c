@@ -1,0 +1,449 @@
+/*
+ * init.c: pysandbox's init, the first program bubblewrap runs inside the
+ * sandbox.  A standalone executable (not part of the extension module), run
+ * as:
+ *
+ *   _init [--drop UID:GID] [--exec] [--report-fd N] [--files-in-fd N]
+ *         [--files-out-fd N] [--files-dir DIR] [--files-max BYTES]
+ *         [--skip NAME] -- PROGRAM ARGS...
+ *
+ * --drop     become UID:GID with no supplementary groups, empty capability
+ *            sets and bounding set (a root caller's sandbox, which bwrap runs
+ *            without a user namespace so that its root is not host root);
+ * --exec     then just execvp PROGRAM (eval_in_sandbox: the code stays pid 2);
+ * otherwise  unpack the input files from --files-in-fd into DIR, run PROGRAM
+ *            as a child, and when it exits kill whatever it left running,
+ *            report the raw wait status and the CPU and memory the whole tree
+ *            used on --report-fd, stream the regular files of DIR to
+ *            --files-out-fd, and exit as PROGRAM did (128 + signal if killed).
+ *
+ * Always sets no_new_privs, so no setuid binary or file capability can give
+ * the code more than it has.  File streams are records
+ *   'F' u32le name_length name u64le data_length data ... 'E' u8 flags
+ * (flags bit 0: some files were left out).  Nothing here trusts the files:
+ * they are opened relative to directory fds with O_NOFOLLOW, and only
+ * regular files are read, so a planted symlink or FIFO is skipped.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_NAME 4096
+#define MAX_DEPTH 32
+
+struct options {
+    int drop;
+    uid_t uid;
+    gid_t gid;
+    int exec_only;
+    int report_fd;
+    int files_in_fd;
+    int files_out_fd;
+    const char *files_dir;
+    unsigned long long files_max;
+    const char *skip;
+    char **program;
+};
+
+/*
+ * die: print why on stderr (the program's stderr: the caller sees it) and
+ * exit 127, as a shell does for a command it cannot run.
+ */
+static void die(const char *what, const char *detail)
+{
+    fprintf(stderr, "pysandbox-init: %s%s%s: %s\n", what, detail ? " " : "", detail ? detail : "",
+            strerror(errno));
+    exit(127);
+}
+
+static int parse_fd(const char *text)
+{
+    char *end;
+    long value = strtol(text, &end, 10);
+    if (*text == '\0' || *end != '\0' || value < 0 || value > 1 << 20) {
+        errno = EINVAL;
+        die("bad fd", text);
+    }
+    return (int)value;
+}
+
+/* parse_options: argv into *opt; exits 127 on a malformed command line. */
+static void parse_options(int argc, char **argv, struct options *opt)
+{
+    int i;
+    memset(opt, 0, sizeof *opt);
+    opt->report_fd = opt->files_in_fd = opt->files_out_fd = -1;
+    for (i = 1; i < argc; i++) {
+        const char *arg = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(arg, "--") == 0) {
+            opt->program = argv + i + 1;
+            break;
+        } else if (strcmp(arg, "--exec") == 0) {
+            opt->exec_only = 1;
+            continue;
+        }
+        if (value == NULL) {
+            errno = EINVAL;
+            die("missing value for", arg);
+        }
+        i++;
+        if (strcmp(arg, "--drop") == 0) {
+            unsigned long uid, gid;
+            if (sscanf(value, "%lu:%lu", &uid, &gid) != 2) {
+                errno = EINVAL;
+                die("bad --drop", value);
+            }
+            opt->drop = 1;
+            opt->uid = (uid_t)uid;
+            opt->gid = (gid_t)gid;
+        } else if (strcmp(arg, "--report-fd") == 0) {
+            opt->report_fd = parse_fd(value);
+        } else if (strcmp(arg, "--files-in-fd") == 0) {
+            opt->files_in_fd = parse_fd(value);
+        } else if (strcmp(arg, "--files-out-fd") == 0) {
+            opt->files_out_fd = parse_fd(value);
+        } else if (strcmp(arg, "--files-dir") == 0) {
+            opt->files_dir = value;
+        } else if (strcmp(arg, "--files-max") == 0) {
+            opt->files_max = strtoull(value, NULL, 10);
+        } else if (strcmp(arg, "--skip") == 0) {
+            opt->skip = value;
+        } else {
+            errno = EINVAL;
+            die("unknown option", arg);
+        }
+    }
+    if (opt->program == NULL || opt->program[0] == NULL) {
+        errno = EINVAL;
+        die("no program to run", NULL);
+    }
+}
+
+/*
+ * drop_privileges: become uid/gid for good.  The bounding set goes first,
+ * while CAP_SETPCAP is still there; setresuid away from 0 then clears the
+ * permitted, effective and ambient sets; capset clears the inheritable one.
+ */
+static void drop_privileges(const struct options *opt)
+{
+    struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct data[2];
+    int cap;
+    for (cap = 0; cap <= 63; cap++) {
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL)
+            die("dropping the capability bounding set", NULL);
+    }
+    if (setgroups(0, NULL) != 0 || setresgid(opt->gid, opt->gid, opt->gid) != 0 ||
+        setresuid(opt->uid, opt->uid, opt->uid) != 0)
+        die("dropping to the sandbox user", NULL);
+    memset(data, 0, sizeof data);
+    if (syscall(SYS_capset, &header, data) != 0)
+        die("clearing capabilities", NULL);
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
+        die("clearing ambient capabilities", NULL);
+}
+
+/* read_exact: read len bytes; 0 on success, -1 at EOF or error. */
+static int read_exact(int fd, void *buf, size_t len)
+{
+    char *p = buf;
+    while (len > 0) {
+        ssize_t n = read(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* write_all: write len bytes; 0 on success, -1 on error. */
+static int write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/*
+ * open_parent: for a relative name "a/b/c", create and open "a/b" under
+ * dir_fd (each component a real directory, never a symlink) and return its
+ * fd with *leaf pointing at "c".  The caller validated the name.
+ */
+static int open_parent(int dir_fd, char *name, char **leaf)
+{
+    int fd = dup(dir_fd);
+    char *component = name, *slash;
+    while (fd >= 0 && (slash = strchr(component, '/')) != NULL) {
+        int next;
+        *slash = '\0';
+        if (mkdirat(fd, component, 0755) != 0 && errno != EEXIST)
+            next = -1;
+        else
+            next = openat(fd, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        *slash = '/';
+        close(fd);
+        fd = next;
+        component = slash + 1;
+    }
+    *leaf = component;
+    return fd;
+}
+
+/* unpack_files: create the input files of the stream on fd under dir_fd. */
+static void unpack_files(int in_fd, int dir_fd)
+{
+    char *name = malloc(MAX_NAME + 1), *buf = malloc(1 << 16);
+    if (name == NULL || buf == NULL)
+        die("unpacking the input files", NULL);
+    for (;;) {
+        unsigned char tag, size_bytes[8], len_bytes[4];
+        uint32_t name_len = 0;
+        uint64_t size = 0;
+        char *leaf;
+        int parent, out, i;
+        if (read_exact(in_fd, &tag, 1) != 0 || tag == 'E')
+            break;
+        if (tag != 'F' || read_exact(in_fd, len_bytes, 4) != 0)
+            die("reading the input files", "(malformed stream)");
+        for (i = 3; i >= 0; i--)
+            name_len = name_len << 8 | len_bytes[i];
+        if (name_len == 0 || name_len > MAX_NAME || read_exact(in_fd, name, name_len) != 0 ||
+            read_exact(in_fd, size_bytes, 8) != 0)
+            die("reading the input files", "(malformed stream)");
+        name[name_len] = '\0';
+        for (i = 7; i >= 0; i--)
+            size = size << 8 | size_bytes[i];
+        parent = open_parent(dir_fd, name, &leaf);
+        out = parent < 0 ? -1
+                         : openat(parent, leaf,
+                                  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (out < 0)
+            die("creating input file", name);
+        while (size > 0) {
+            size_t chunk = size < (1 << 16) ? (size_t)size : (1 << 16);
+            if (read_exact(in_fd, buf, chunk) != 0 || write_all(out, buf, chunk) != 0)
+                die("writing input file", name);
+            size -= chunk;
+        }
+        close(out);
+        close(parent);
+    }
+    free(name);
+    free(buf);
+    close(in_fd);
+}
+
+/* Where the files of the working directory go, and how much may. */
+struct collector {
+    int out_fd;
+    unsigned long long left;
+    int left_out;
+    char path[MAX_NAME + 1];
+};
+
+/* emit_file: append one record for the regular file open on fd. */
+static void emit_file(struct collector *c, int fd, const struct stat *st)
+{
+    size_t name_len = strlen(c->path), got = 0;
+    unsigned char header[1 + 4 + 8];
+    char *data;
+    int i;
+    if ((unsigned long long)st->st_size > c->left) {
+        c->left_out = 1;
+        return;
+    }
+    data = malloc((size_t)st->st_size + 1);
+    if (data == NULL) {
+        c->left_out = 1;
+        return;
+    }
+    while (got < (size_t)st->st_size) {
+        ssize_t n = read(fd, data + got, (size_t)st->st_size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    header[0] = 'F';
+    for (i = 0; i < 4; i++)
+        header[1 + i] = (unsigned char)(name_len >> (8 * i));
+    for (i = 0; i < 8; i++)
+        header[5 + i] = (unsigned char)((unsigned long long)got >> (8 * i));
+    if (write_all(c->out_fd, header, 5) != 0 || write_all(c->out_fd, c->path, name_len) != 0 ||
+        write_all(c->out_fd, header + 5, 8) != 0 || write_all(c->out_fd, data, got) != 0)
+        c->left_out = 1;
+    c->left -= got;
+    free(data);
+}
+
+/*
+ * collect_dir: stream the regular files under dir_fd (whose relative path is
+ * c->path, "" at the top), depth first, never following a symlink and never
+ * opening anything but a regular file or a directory.  Takes dir_fd.
+ */
+static void collect_dir(struct collector *c, int dir_fd, const char *skip, int depth)
+{
+    size_t base = strlen(c->path);
+    DIR *dir = fdopendir(dir_fd);
+    struct dirent *entry;
+    if (dir == NULL) {
+        close(dir_fd);
+        c->left_out = 1;
+        return;
+    }
+    while ((entry = readdir(dir)) != NULL) {
+        struct stat st;
+        int fd;
+        if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0)
+            continue;
+        if (depth == 0 && skip != NULL && strcmp(entry->d_name, skip) == 0)
+            continue;
+        if (base + strlen(entry->d_name) + 2 > MAX_NAME) {
+            c->left_out = 1;
+            continue;
+        }
+        snprintf(c->path + base, sizeof c->path - base, "%s%s", base ? "/" : "", entry->d_name);
+        fd = openat(dirfd(dir), entry->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0 || fstat(fd, &st) != 0) {
+            /* A symlink (ELOOP) is skipped silently; anything else is noted. */
+            if (errno != ELOOP)
+                c->left_out = 1;
+        } else if (S_ISREG(st.st_mode)) {
+            emit_file(c, fd, &st);
+        } else if (S_ISDIR(st.st_mode) && depth < MAX_DEPTH) {
+            collect_dir(c, fd, skip, depth + 1);
+            fd = -1;
+        } else if (S_ISDIR(st.st_mode)) {
+            c->left_out = 1;
+        }
+        if (fd >= 0)
+            close(fd);
+        c->path[base] = '\0';
+    }
+    closedir(dir);
+}
+
+/* collect_files: the whole stream for --files-out-fd, ended by 'E' flags. */
+static void collect_files(const struct options *opt)
+{
+    struct collector *c = calloc(1, sizeof *c);
+    unsigned char end[2] = {'E', 0};
+    int dir_fd;
+    if (c == NULL)
+        return;
+    c->out_fd = opt->files_out_fd;
+    c->left = opt->files_max;
+    dir_fd = open(opt->files_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir_fd >= 0)
+        collect_dir(c, dir_fd, opt->skip, 0);
+    else
+        c->left_out = 1;
+    end[1] = (unsigned char)(c->left_out ? 1 : 0);
+    write_all(c->out_fd, end, 2);
+    free(c);
+}
+
+/*
+ * supervise: run the program as a child; when it ends, end everything it
+ * left behind, and report.  Returns the exit code init should exit with.
+ */
+static int supervise(const struct options *opt)
+{
+    struct rusage usage;
+    pid_t program, pid;
+    int status = 0, program_status = 0, code;
+
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0)
+        die("becoming a subreaper", NULL);
+    program = fork();
+    if (program < 0)
+        die("fork", NULL);
+    if (program == 0) {
+        signal(SIGXFSZ, SIG_DFL);
+        execvp(opt->program[0], opt->program);
+        die("cannot execute", opt->program[0]);
+    }
+    /* Not dumpable: the program, same uid, cannot ptrace or poke this one. */
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    while ((pid = waitpid(-1, &status, 0)) != program) {
+        if (pid < 0 && errno != EINTR)
+            die("waiting for the program", NULL);
+    }
+    program_status = status;
+    /* Whatever it left running (daemons, background jobs) ends with it. */
+    kill(-1, SIGKILL);
+    while (waitpid(-1, &status, 0) > 0 || errno == EINTR)
+        ;
+    getrusage(RUSAGE_CHILDREN, &usage);
+    if (opt->report_fd >= 0) {
+        char line[160];
+        int len = snprintf(line, sizeof line, "exit %d %lld %lld %ld\n", program_status,
+                           (long long)usage.ru_utime.tv_sec * 1000000 + usage.ru_utime.tv_usec,
+                           (long long)usage.ru_stime.tv_sec * 1000000 + usage.ru_stime.tv_usec,
+                           usage.ru_maxrss);
+        write_all(opt->report_fd, line, (size_t)len);
+        close(opt->report_fd);
+    }
+    if (opt->files_out_fd >= 0 && opt->files_dir != NULL)
+        collect_files(opt);
+    if (WIFEXITED(program_status))
+        code = WEXITSTATUS(program_status);
+    else
+        code = 128 + WTERMSIG(program_status);
+    return code;
+}
+
+int main(int argc, char **argv)
+{
+    struct options opt;
+    parse_options(argc, argv, &opt);
+    if (opt.drop)
+        drop_privileges(&opt);
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+        die("setting no_new_privs", NULL);
+    if (opt.exec_only) {
+        execvp(opt.program[0], opt.program);
+        die("cannot execute", opt.program[0]);
+    }
+    /* Input files may be larger than the program's RLIMIT_FSIZE: fail, not die. */
+    signal(SIGXFSZ, SIG_IGN);
+    if (opt.files_in_fd >= 0 && opt.files_dir != NULL) {
+        int dir_fd = open(opt.files_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dir_fd < 0)
+            die("opening", opt.files_dir);
+        unpack_files(opt.files_in_fd, dir_fd);
+        close(dir_fd);
+    }
+    if (opt.report_fd >= 0)
+        fcntl(opt.report_fd, F_SETFD, FD_CLOEXEC);
+    if (opt.files_out_fd >= 0)
+        fcntl(opt.files_out_fd, F_SETFD, FD_CLOEXEC);
+    return supervise(&opt);
+}
