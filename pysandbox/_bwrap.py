@@ -19,8 +19,8 @@ from ._errors import SandboxError
 __all__ = [
     "CODE_FD",
     "CODE_PATH",
-    "STATUS_FD",
     "INIT_PATH",
+    "STATUS_FD",
     "Identity",
     "base_options",
     "eval_argv",
