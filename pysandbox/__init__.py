@@ -8,9 +8,25 @@
 from __future__ import annotations
 
 from ._api import eval_in_sandbox
+from ._async import run_async, run_python_async
 from ._errors import SandboxError
-from ._types import ProcessOutput
+from ._limits import Limits
+from ._run import Cancelled, run, run_python
+from ._types import ProcessOutput, Result, Status
 
-__all__ = ["ProcessOutput", "SandboxError", "__version__", "eval_in_sandbox"]
+__all__ = [
+    "Cancelled",
+    "Limits",
+    "ProcessOutput",
+    "Result",
+    "SandboxError",
+    "Status",
+    "__version__",
+    "eval_in_sandbox",
+    "run",
+    "run_async",
+    "run_python",
+    "run_python_async",
+]
 
 __version__ = "0.1.0"

@@ -30,6 +30,7 @@ __all__ = [
     "find_python",
     "init_mount",
     "namespace_options",
+    "parent_dirs",
     "python_mounts",
     "sandbox_identity",
     "system_mounts",
@@ -172,7 +173,7 @@ def init_mount() -> list[str]:
     return ["--ro-bind", find_init(), INIT_PATH]
 
 
-def _parent_dirs(mounts: Sequence[str]) -> list[str]:
+def parent_dirs(mounts: Sequence[str]) -> list[str]:
     """Ancestors of the mount points that bwrap would have to create: created explicitly
     as 0755, since bwrap copies the host's mode (``/root`` is 0700) and the unprivileged
     code could not reach its interpreter."""
@@ -229,7 +230,7 @@ def filesystem_options(mounts: Sequence[str]) -> list[str]:
     """The system directories and ``mounts`` read-only, a ``/proc`` of the sandbox's own
     pid namespace with ``/proc/sys`` read-only, and the usual device nodes."""
     options = system_mounts()
-    for path in _parent_dirs(mounts):
+    for path in parent_dirs(mounts):
         options += ["--perms", "0755", "--dir", path]
     for path in mounts:
         options += ["--ro-bind", path, path]

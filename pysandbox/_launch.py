@@ -13,7 +13,15 @@ from collections.abc import Callable, Sequence
 from . import _sandbox
 from ._errors import SandboxError
 
-__all__ = ["Ran", "launch"]
+__all__ = [
+    "REPORT_CAP",
+    "Ran",
+    "bwrap_report",
+    "launch",
+    "setup_failure",
+    "spawn_failure",
+    "write_memfd",
+]
 
 #: bwrap's status reports are a few dozen bytes; keep no more than this.
 REPORT_CAP = 64 * 1024
@@ -37,16 +45,16 @@ _USERNS_FIX = (
 )
 
 
-def _write_code(code: bytes) -> int:
-    """A memfd holding ``code``, positioned at its start, for bwrap's ``--ro-bind-data``.
+def write_memfd(code: bytes) -> int:
+    """A memfd holding ``code``, positioned at its start: the code or the input files.
 
-    The code never touches the host's filesystem, so the sandbox cannot be pointed at a
-    host path the caller would later trust.
+    They never touch the host's filesystem, so the sandbox cannot be pointed at a host
+    path the caller would later trust.
     """
     try:
-        fd = os.memfd_create("pysandbox-code", os.MFD_CLOEXEC)
+        fd = os.memfd_create("pysandbox-data", os.MFD_CLOEXEC)
     except OSError as exc:
-        raise SandboxError(f"cannot create a memfd for the code: {exc.strerror}") from exc
+        raise SandboxError(f"cannot create a memfd for the sandbox: {exc.strerror}") from exc
     try:
         view = memoryview(code)
         while view:
@@ -54,7 +62,7 @@ def _write_code(code: bytes) -> int:
         os.lseek(fd, 0, os.SEEK_SET)
     except OSError as exc:
         os.close(fd)
-        raise SandboxError(f"cannot write the code to its memfd: {exc.strerror}") from exc
+        raise SandboxError(f"cannot write to the sandbox memfd: {exc.strerror}") from exc
     return fd
 
 
@@ -80,7 +88,7 @@ class Ran:
     usage_known: bool
 
 
-def _bwrap_report(report: bytes) -> dict[str, object]:
+def bwrap_report(report: bytes) -> dict[str, object]:
     """Merge the JSON documents bwrap wrote on its ``--json-status-fd``."""
     merged: dict[str, object] = {}
     text = report.decode("utf-8", "replace")
@@ -99,12 +107,12 @@ def _bwrap_report(report: bytes) -> dict[str, object]:
             merged.update(document)
 
 
-def _spawn_failure(exc: OSError) -> SandboxError:
+def spawn_failure(exc: OSError) -> SandboxError:
     fix = _HOST_FIXES.get(exc.errno or 0, "see the error above")
     return SandboxError(f"could not start bubblewrap: {exc.strerror}; {fix}")
 
 
-def _setup_failure(raw: _sandbox.RawResult) -> SandboxError:
+def setup_failure(raw: _sandbox.RawResult) -> SandboxError:
     stderr = raw["stderr"]
     words = stderr.decode("utf-8", "replace") if isinstance(stderr, bytes) else stderr or ""
     words = words.strip() or "no message"
@@ -141,7 +149,7 @@ def launch(
     is killed and reaped.  The core always adds ``RLIMIT_CORE=0``: a crash inside must not
     hand its memory to the host's core-dump handler.
     """
-    code_fd = _write_code(code)
+    code_fd = write_memfd(code)
     try:
         raw = _sandbox.run(
             argv,
@@ -158,14 +166,14 @@ def launch(
             text=text,
         )
     except OSError as exc:
-        raise _spawn_failure(exc) from exc
+        raise spawn_failure(exc) from exc
     finally:
         os.close(code_fd)
-    report = _bwrap_report(raw["captures"][0])
+    report = bwrap_report(raw["captures"][0])
     killed = raw["timed_out"] or raw["killed_on_cap"]
     # bwrap reports an exit code only for a sandbox it finished building.
     if "exit-code" not in report and not killed:
-        raise _setup_failure(raw)
+        raise setup_failure(raw)
     if raw["status_known"]:
         returncode = os.waitstatus_to_exitcode(raw["wait_status"])
     elif isinstance(report.get("exit-code"), int):

@@ -1,0 +1,177 @@
+"""The file record stream that carries files into the sandbox and back out.
+
+One record per file, then one end record::
+
+    b"F" + u32le(len(name)) + name + u64le(len(data)) + data    (name: UTF-8, relative)
+    b"E" + u8(flags)                                             (flag 1: files left out)
+
+``encode_files`` checks the caller's files and raises; ``decode_files`` reads what the
+in-sandbox init wrote, which the sandboxed program may have disturbed (it can kill the
+init mid-stream), so it never raises on any input and keeps only what is sound.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+
+__all__ = [
+    "FLAG_LEFT_OUT",
+    "MAX_COMPONENT_BYTES",
+    "MAX_NAME_BYTES",
+    "decode_files",
+    "encode_files",
+    "name_problem",
+]
+
+#: The end record's flag bit: some files were left out (over the cap, or unreadable).
+FLAG_LEFT_OUT = 1
+#: Longest name, in bytes of UTF-8 (Linux's ``PATH_MAX``).
+MAX_NAME_BYTES = 4096
+#: Longest component of a name, in bytes of UTF-8 (Linux's ``NAME_MAX``).
+MAX_COMPONENT_BYTES = 255
+
+_FILE_TAG = b"F"
+_END_TAG = b"E"
+_NAME_LEN = struct.Struct("<I")
+_DATA_LEN = struct.Struct("<Q")
+
+
+def name_problem(name: str) -> str | None:
+    """What makes ``name`` unfit as a file's path in the working directory, or None.
+
+    A fit name is a non-empty relative path of non-empty components, none of them
+    ``.`` or ``..``, without NUL, encodable as UTF-8 in at most ``MAX_NAME_BYTES`` bytes
+    with no component over ``MAX_COMPONENT_BYTES`` bytes.  Backslashes, newlines and
+    other characters are ordinary file name characters on Linux and are allowed.
+    """
+    if not name:
+        return "is empty"
+    if "\0" in name:
+        return "contains NUL"
+    if name.startswith("/"):
+        return "is absolute"
+    try:
+        encoded = name.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not encodable as UTF-8"
+    if len(encoded) > MAX_NAME_BYTES:
+        return f"is longer than {MAX_NAME_BYTES} bytes"
+    for component in encoded.split(b"/"):
+        if component in (b"", b".", b".."):
+            return "has an empty, '.' or '..' component"
+        if len(component) > MAX_COMPONENT_BYTES:
+            return f"has a component longer than {MAX_COMPONENT_BYTES} bytes"
+    return None
+
+
+def _checked_name(name: object) -> bytes:
+    """``name`` as UTF-8, or a ``TypeError``/``ValueError`` naming ``files``."""
+    if not isinstance(name, str):
+        raise TypeError(f"files: names must be str, not {type(name).__name__}")
+    problem = name_problem(name)
+    if problem is not None:
+        raise ValueError(f"files: the name {name!r} {problem}")
+    return name.encode("utf-8")
+
+
+def _checked_data(name: str, data: object) -> bytes:
+    """``data`` as bytes, or a ``TypeError`` naming ``files``."""
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)
+    raise TypeError(
+        f"files: the content of {name!r} must be bytes, bytearray or memoryview, "
+        f"not {type(data).__name__}"
+    )
+
+
+def _check_no_file_is_a_directory(names: list[str]) -> None:
+    """Refuse ``a`` next to ``a/b``: ``a`` cannot be both a file and a directory.
+
+    Sorted with ``/`` as NUL (which no checked name contains), a name that is the
+    directory of others comes right before the first of them, so comparing neighbours
+    is enough: O(n log n) comparisons and no more memory than the names.
+    """
+    keys = sorted(name.replace("/", "\0") for name in names)
+    for shorter, longer in zip(keys, keys[1:]):
+        if longer.startswith(shorter + "\0"):
+            file, other = shorter.replace("\0", "/"), longer.replace("\0", "/")
+            raise ValueError(f"files: {file!r} is a file and cannot be the directory of {other!r}")
+
+
+def encode_files(files: Mapping[str, bytes]) -> bytes:
+    """The record stream of ``files`` (name to content), end record included.
+
+    Names must be fit (see ``name_problem``); no name may be the directory of another.
+    Contents are bytes, bytearray or memoryview.  Every problem raises ``TypeError`` or
+    ``ValueError`` naming ``files``, before anything is written.  No name is reserved
+    here; the caller refuses the names it keeps for itself.
+    """
+    if not isinstance(files, Mapping):
+        raise TypeError(f"files must be a mapping of str to bytes, not {type(files).__name__}")
+    parts: list[bytes] = []
+    names: list[str] = []
+    for name, data in files.items():
+        encoded = _checked_name(name)
+        content = _checked_data(name, data)
+        names.append(name)
+        parts += [_FILE_TAG, _NAME_LEN.pack(len(encoded)), encoded]
+        parts += [_DATA_LEN.pack(len(content)), content]
+    _check_no_file_is_a_directory(names)
+    parts += [_END_TAG, bytes([0])]
+    return b"".join(parts)
+
+
+def _decoded_name(raw: memoryview) -> str | None:
+    """The name in ``raw`` if it is valid UTF-8 and fit, else None."""
+    if len(raw) > MAX_NAME_BYTES:
+        return None
+    try:
+        name = bytes(raw).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return name if name_problem(name) is None else None
+
+
+def decode_files(stream: bytes) -> tuple[dict[str, bytes], bool]:
+    """The files in a record stream, and whether any were left out or lost.
+
+    The second value is true when the end record says files were left out, and also
+    when the stream is not sound: it stops early or mid-record, a record has an unknown
+    tag or sizes past the end, the end record has unknown flag bits or bytes follow it,
+    or a name is not valid UTF-8 or not fit (see ``name_problem``; such a file is
+    skipped).  Every complete record before the first fault is kept.  When a name comes
+    twice, the last content wins.  Linear in the stream's length; never raises for bytes,
+    bytearray or any other C-contiguous buffer.
+    """
+    view = memoryview(stream).cast("B")
+    files: dict[str, bytes] = {}
+    lost = False
+    position = 0
+    end = len(view)
+    while position < end:
+        tag = view[position : position + 1]
+        if tag == _END_TAG:
+            flags = view[position + 1 : position + 2]
+            if len(flags) < 1 or position + 2 != end or flags[0] & ~FLAG_LEFT_OUT:
+                return files, True
+            return files, lost or bool(flags[0] & FLAG_LEFT_OUT)
+        if tag != _FILE_TAG or end - position < 1 + _NAME_LEN.size:
+            break
+        (name_len,) = _NAME_LEN.unpack_from(view, position + 1)
+        name_at = position + 1 + _NAME_LEN.size
+        if end - name_at < name_len + _DATA_LEN.size:
+            break
+        (data_len,) = _DATA_LEN.unpack_from(view, name_at + name_len)
+        data_at = name_at + name_len + _DATA_LEN.size
+        if end - data_at < data_len:
+            break
+        name = _decoded_name(view[name_at : name_at + name_len])
+        if name is None:
+            lost = True
+        else:
+            files[name] = bytes(view[data_at : data_at + data_len])
+        position = data_at + data_len
+    return files, True

@@ -1,0 +1,196 @@
+"""``run_async`` and ``run_python_async``: concurrency, cancellation, a free event loop.
+
+pytest-asyncio is not used: each test drives its own loop with ``asyncio.run``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+import uuid
+
+import pytest
+
+from pysandbox import Limits, Result, Status, run_async, run_python_async
+
+
+def unique_marker() -> str:
+    """A string no other process has in its command line."""
+    return f"pysandbox-marker-{uuid.uuid4().hex}"
+
+
+def pids_with_marker(marker: str) -> list[int]:
+    """Pids of every live process whose command line contains ``marker``."""
+    needle = marker.encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                if needle in cmdline.read():
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def survivors(marker: str, within: float = 2.0) -> list[int]:
+    """Processes with ``marker`` still alive after polling up to ``within`` seconds;
+    they are SIGKILLed by pid (this test started them) after being recorded."""
+    deadline = time.monotonic() + within
+    while True:
+        pids = pids_with_marker(marker)
+        if not pids or time.monotonic() >= deadline:
+            break
+        time.sleep(0.02)
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    return pids
+
+
+def describe(result: Result) -> str:
+    return (
+        f"status={result.status} returncode={result.returncode} signal={result.signal} "
+        f"wall={result.wall_time:.3f} stdout={result.stdout[-300:]!r} "
+        f"stderr={result.stderr[-600:]!r}"
+    )
+
+
+def test_run_async_returns_a_result() -> None:
+    result = asyncio.run(run_async(["/bin/sh", "-c", "cat; echo err >&2; exit 4"], stdin="in"))
+    assert result.status is Status.NONZERO_EXIT, describe(result)
+    assert (result.returncode, result.stdout, result.stderr) == (4, b"in", b"err\n")
+
+
+def test_run_python_async_passes_every_option() -> None:
+    code = (
+        "import os, sys\n"
+        "print(sys.argv[1:], sys.stdin.read(), open('in.txt').read(), os.environ['K'])\n"
+        "open('out.txt', 'w').write('out')\n"
+    )
+    result = asyncio.run(
+        run_python_async(
+            code,
+            args=["a"],
+            stdin=b"stdin",
+            files={"in.txt": b"file"},
+            env={"K": "v"},
+            limits=Limits(stdout=1000),
+        )
+    )
+    assert result.status is Status.OK, describe(result)
+    assert result.stdout == b"['a'] stdin file v\n"
+    assert result.files["out.txt"] == b"out"
+
+
+def test_sixteen_concurrent_runs_overlap() -> None:
+    async def main() -> tuple[list[Result], float]:
+        start = time.monotonic()
+        results = await asyncio.gather(*(run_async(["sleep", "0.5"]) for _ in range(16)))
+        return results, time.monotonic() - start
+
+    results, elapsed = asyncio.run(main())
+    assert all(result.status is Status.OK for result in results), [r.status for r in results]
+    assert all(result.wall_time >= 0.5 for result in results)
+    # Run one after the other they would take 8 s.
+    assert elapsed < 4, f"16 x sleep 0.5 took {elapsed:.2f} s"
+
+
+def test_cancelling_kills_the_sandbox_promptly() -> None:
+    marker = unique_marker()
+
+    async def main() -> tuple[list[int], float]:
+        task = asyncio.create_task(
+            run_python_async(
+                "import time; time.sleep(60)", args=[marker], limits=Limits(wall_time=20)
+            )
+        )
+        deadline = time.monotonic() + 10
+        seen: list[int] = []
+        while not seen and time.monotonic() < deadline and not task.done():
+            await asyncio.sleep(0.02)
+            seen = pids_with_marker(marker)
+        assert seen, "the sandboxed program never started"
+        await asyncio.sleep(0.2)  # well inside the run
+        cancelled_at = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return seen, time.monotonic() - cancelled_at
+
+    start = time.monotonic()
+    seen, to_cancel = asyncio.run(main())
+    total = time.monotonic() - start
+    assert seen
+    assert to_cancel < 2, f"cancellation took {to_cancel:.2f} s"
+    # asyncio.run waits for the executor's threads: a sandbox left running shows here.
+    assert total < 10, f"the loop only ended after {total:.2f} s"
+    assert survivors(marker) == []
+
+
+def test_event_loop_is_not_blocked_during_a_run() -> None:
+    async def main() -> tuple[Result, list[float]]:
+        ticks: list[float] = []
+        stop = asyncio.Event()
+
+        async def ticker() -> None:
+            while not stop.is_set():
+                ticks.append(time.monotonic())
+                await asyncio.sleep(0.05)
+
+        ticking = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        try:
+            result = await run_python_async("import time; time.sleep(1)")
+        finally:
+            stop.set()
+            await ticking
+        return result, ticks
+
+    result, ticks = asyncio.run(main())
+    assert result.status is Status.OK, describe(result)
+    assert len(ticks) >= 12, f"only {len(ticks)} ticks during a 1 s run"
+    gaps = [later - earlier for earlier, later in zip(ticks, ticks[1:])]
+    assert max(gaps) < 0.3, f"the loop stalled for {max(gaps):.2f} s"
+
+
+def test_async_callback_exception_propagates() -> None:
+    marker = unique_marker()
+
+    class Boom(Exception):
+        pass
+
+    def callback(chunk: bytes) -> bytes:
+        if chunk:
+            raise Boom("async callback")
+        return b""
+
+    code = "import time\nprint('ready')\ntime.sleep(60)\n"
+    with pytest.raises(Boom, match="async callback"):
+        asyncio.run(
+            run_python_async(code, args=[marker], stdin=callback, limits=Limits(wall_time=20))
+        )
+    assert survivors(marker) == []
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "name"),
+    [
+        (lambda: run_async([]), ValueError, "argv"),
+        (lambda: run_async(["sleep", "30"], files={"/abs": b""}), ValueError, "files"),
+        (lambda: run_python_async("import time; time.sleep(30)", stdin=1), TypeError, "stdin"),
+    ],
+    ids=["argv", "files", "stdin"],
+)
+def test_async_bad_arguments_raise_before_running(
+    call: object, error: type[Exception], name: str
+) -> None:
+    start = time.monotonic()
+    with pytest.raises(error, match=name):
+        asyncio.run(call())  # type: ignore[operator]
+    assert time.monotonic() - start < 2

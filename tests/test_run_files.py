@@ -1,0 +1,240 @@
+"""Files in and out of ``pysandbox.run`` / ``run_python``, and what ``readable`` shows.
+
+The sandboxed code really plants what an attacker would (symlinks to host files, a FIFO, a
+socket, hard links, a symlink loop, a file over the cap); the host checks what comes back
+in ``Result.files`` and that the call finished.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from pysandbox import Limits, Result, Status, run, run_python
+
+MiB = 2**20
+
+
+def describe(result: Result) -> str:
+    """A short account of a result for assertion messages."""
+    return (
+        f"status={result.status} returncode={result.returncode} signal={result.signal} "
+        f"files={ {name: len(data) for name, data in result.files.items()} } "
+        f"files_truncated={result.files_truncated} "
+        f"stdout={result.stdout[-300:]!r} stderr={result.stderr[-600:]!r}"
+    )
+
+
+@pytest.fixture
+def host_secret(tmp_path: Path) -> Path:
+    """A host file with unique content, in a directory the sandbox may read."""
+    directory = tmp_path / "shared"
+    directory.mkdir()
+    directory.chmod(0o755)
+    secret = directory / "secret.txt"
+    secret.write_bytes(f"host-secret-{uuid.uuid4().hex}\n".encode())
+    secret.chmod(0o644)
+    return secret
+
+
+# --------------------------------------------------------------------------- in and out
+
+
+def test_files_in_and_out_with_run_python() -> None:
+    data = bytes(range(256)) * 4
+    code = (
+        "import os\n"
+        "print(os.getcwd())\n"
+        "data = open('in.txt', 'rb').read()\n"
+        "nested = open('data/deep/in2.txt', 'rb').read()\n"
+        "open('out.txt', 'wb').write(data[::-1])\n"
+        "os.makedirs('sub')\n"
+        "open('sub/x.txt', 'wb').write(nested + b'!')\n"
+    )
+    result = run_python(code, files={"in.txt": data, "data/deep/in2.txt": b"nested"})
+    assert result.status is Status.OK, describe(result)
+    assert result.stdout == b"/sandbox\n"
+    assert result.files["out.txt"] == data[::-1]
+    assert result.files["sub/x.txt"] == b"nested!"
+    assert "main.py" not in result.files
+    assert not result.files_truncated
+
+
+def test_files_of_run_are_every_regular_file_left() -> None:
+    data = b"line one\nline two\n"
+    script = "cat in.txt > copy.txt && mkdir -p a/b && printf deep > a/b/c.txt"
+    result = run(["/bin/sh", "-c", script], files={"in.txt": data})
+    assert result.status is Status.OK, describe(result)
+    assert dict(result.files) == {"in.txt": data, "copy.txt": data, "a/b/c.txt": b"deep"}
+    assert not result.files_truncated
+
+
+def test_input_files_are_writable_by_the_program() -> None:
+    code = "open('in.txt', 'ab').write(b' more')\n"
+    result = run_python(code, files={"in.txt": b"some"})
+    assert result.status is Status.OK, describe(result)
+    assert result.files["in.txt"] == b"some more"
+
+
+def test_main_py_is_not_returned_even_when_rewritten() -> None:
+    code = "import os\nos.chmod('main.py', 0o644)\nopen('main.py', 'w').write('x')\n"
+    result = run_python(code)
+    assert "main.py" not in result.files, describe(result)
+
+
+# --------------------------------------------------------------------------- what is not returned
+
+PLANT = """
+import errno, json, os, socket
+
+def attempt(action):
+    try:
+        action()
+        return "done"
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno, str(exc.errno))
+
+report = {}
+report["passwd_link"] = attempt(lambda: os.symlink("/etc/passwd", "passwd_link"))
+report["secret_link"] = attempt(lambda: os.symlink(SECRET, "secret_link"))
+report["dir_link"] = attempt(lambda: os.symlink(os.path.dirname(SECRET), "dir_link"))
+report["root_link"] = attempt(lambda: os.symlink("/", "root_link"))
+report["loop"] = attempt(lambda: os.symlink(".", "loop"))
+os.mkdir("d")
+report["up"] = attempt(lambda: os.symlink("..", "d/up"))
+report["fifo"] = attempt(lambda: os.mkfifo("fifo"))
+report["sub_fifo"] = attempt(lambda: os.mkfifo("d/fifo"))
+sock = socket.socket(socket.AF_UNIX)
+report["socket"] = attempt(lambda: sock.bind("sock"))
+report["hard_passwd"] = attempt(lambda: os.link("/etc/passwd", "hard_passwd"))
+report["hard_secret"] = attempt(lambda: os.link(SECRET, "hard_secret"))
+report["secret_readable"] = open(SECRET).read() == open("secret_link").read()
+open("ok.txt", "w").write("ok")
+print(json.dumps(report))
+"""
+
+
+def test_symlinks_fifos_sockets_and_hardlinks_are_not_returned(host_secret: Path) -> None:
+    code = f"SECRET = {str(host_secret)!r}\n" + PLANT
+    start = time.monotonic()
+    result = run_python(
+        code, readable=[str(host_secret.parent)], limits=Limits(wall_time=20, cpu_time=5)
+    )
+    elapsed = time.monotonic() - start
+    assert result.status is Status.OK, describe(result)
+    assert elapsed < 10, "the call hung on something the program planted"
+    report = json.loads(result.stdout)
+    # Everything was planted, and the secret really was readable through the link: a
+    # walker that followed it would have returned it.
+    planted = ("passwd_link", "secret_link", "dir_link", "root_link", "loop", "up")
+    assert all(report[key] == "done" for key in (*planted, "fifo", "sub_fifo", "socket"))
+    assert report["secret_readable"] is True
+    # A hard link across mounts cannot be made; had it been, it would be a regular file.
+    assert report["hard_passwd"] != "done" and report["hard_secret"] != "done", report
+    assert dict(result.files) == {"ok.txt": b"ok"}, describe(result)
+    secret = host_secret.read_bytes()
+    passwd = Path("/etc/passwd").read_bytes()
+    for name, data in result.files.items():
+        assert secret not in data and passwd not in data, name
+
+
+def test_oversized_file_sets_files_truncated() -> None:
+    big = bytes(range(256)) * (8 * 1024)  # 2 MiB
+    code = (
+        f"open('big.bin', 'wb').write(bytes(range(256)) * {8 * 1024})\n"
+        "open('small.txt', 'wb').write(b'small')\n"
+    )
+    limits = Limits(files_out=MiB, wall_time=20)
+    start = time.monotonic()
+    result = run_python(code, limits=limits)
+    assert time.monotonic() - start < 10
+    assert result.status is Status.OK, describe(result)
+    assert result.files_truncated, describe(result)
+    assert sum(len(data) for data in result.files.values()) <= MiB
+    # What is returned is whole: a file is either there with its content or left out.
+    expected = {"big.bin": big, "small.txt": b"small"}
+    for name, data in result.files.items():
+        assert data == expected[name], name
+
+
+def test_files_exactly_at_files_out_are_not_truncated() -> None:
+    code = "open('a.bin', 'wb').write(b'a' * 600)\nopen('b.bin', 'wb').write(b'b' * 400)\n"
+    result = run_python(code, limits=Limits(files_out=1000))
+    assert result.status is Status.OK, describe(result)
+    assert dict(result.files) == {"a.bin": b"a" * 600, "b.bin": b"b" * 400}
+    assert not result.files_truncated
+
+
+# --------------------------------------------------------------------------- limits on writing
+
+
+def test_disk_limit_is_the_size_of_the_working_dir() -> None:
+    code = (
+        "import errno\n"
+        "try:\n"
+        "    with open('fill.bin', 'wb') as f:\n"
+        "        for _ in range(8):\n"
+        "            f.write(b'x' * 2**20)\n"
+        "except OSError as exc:\n"
+        "    print(errno.errorcode[exc.errno])\n"
+    )
+    result = run_python(code, limits=Limits(disk=4 * MiB, file_size=64 * MiB))
+    assert result.status is Status.OK, describe(result)
+    assert result.stdout == b"ENOSPC\n"
+
+
+def test_file_size_limit() -> None:
+    code = (
+        "import errno\n"
+        "try:\n"
+        "    with open('big.bin', 'wb') as f:\n"
+        "        f.write(b'x' * (2 * 2**20))\n"
+        "except OSError as exc:\n"
+        "    print(errno.errorcode[exc.errno])\n"
+    )
+    result = run_python(code, limits=Limits(file_size=MiB))
+    assert result.status is Status.OK, describe(result)
+    assert result.stdout == b"EFBIG\n"
+
+
+# --------------------------------------------------------------------------- readable
+
+
+def test_readable_is_read_only_and_at_the_same_path(host_secret: Path) -> None:
+    code = (
+        "import errno, sys\n"
+        "print(open(sys.argv[1]).read(), end='')\n"
+        "try:\n"
+        "    open(sys.argv[1], 'w').write('overwritten')\n"
+        "except OSError as exc:\n"
+        "    print(errno.errorcode[exc.errno])\n"
+        "try:\n"
+        "    open(sys.argv[1] + '.new', 'w').write('new')\n"
+        "except OSError as exc:\n"
+        "    print(errno.errorcode[exc.errno])\n"
+    )
+    before = host_secret.read_bytes()
+    result = run_python(code, args=[str(host_secret)], readable=[str(host_secret.parent)])
+    assert result.status is Status.OK, describe(result)
+    lines = result.stdout.splitlines()
+    assert lines[0] == before.rstrip(b"\n")
+    assert lines[1:] == [b"EROFS", b"EROFS"], describe(result)
+    assert host_secret.read_bytes() == before
+    assert sorted(p.name for p in host_secret.parent.iterdir()) == ["secret.txt"]
+
+
+def test_readable_single_file(host_secret: Path) -> None:
+    result = run(["cat", str(host_secret)], readable=[str(host_secret)])
+    assert result.status is Status.OK, describe(result)
+    assert result.stdout == host_secret.read_bytes()
+
+
+def test_host_paths_are_invisible_without_readable(host_secret: Path) -> None:
+    code = "import os, sys\nprint(os.path.exists(sys.argv[1]))\n"
+    result = run_python(code, args=[str(host_secret)])
+    assert result.status is Status.OK, describe(result)
+    assert result.stdout == b"False\n"
