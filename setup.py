@@ -8,7 +8,13 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 from setuptools.errors import LinkError
 
-SOURCES = ["src/module.c", "src/spawn.c", "src/pump.c", "src/proctree.c"]
+SOURCES = [
+    "src/module.c",
+    "src/spawn.c",
+    "src/pump.c",
+    "src/proctree.c",
+    "src/seccomp_filter.c",
+]
 INIT_SOURCE = "src/init.c"
 CFLAGS = ["-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden"]
 LDFLAGS: list[str] = []
@@ -54,6 +60,7 @@ setup(
             depends=["src/sandbox.h"],
             extra_compile_args=CFLAGS,
             extra_link_args=LDFLAGS,
+            libraries=["seccomp"],
         )
     ],
 )

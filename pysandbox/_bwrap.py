@@ -14,12 +14,14 @@ import shutil
 import sys
 from collections.abc import Iterable, Sequence
 
+from . import _sandbox
 from ._errors import SandboxError
 
 __all__ = [
     "CODE_FD",
     "CODE_PATH",
     "INIT_PATH",
+    "SECCOMP_FD",
     "STATUS_FD",
     "Identity",
     "base_options",
@@ -33,13 +35,16 @@ __all__ = [
     "parent_dirs",
     "python_mounts",
     "sandbox_identity",
+    "seccomp_program",
     "system_mounts",
 ]
 
 #: The fds bwrap gets, numbered as the C core maps them: pass_fds[i] becomes fd 3 + i
-#: and the report pipe comes next.  The code is the only passed fd.
-CODE_FD = 3
-STATUS_FD = CODE_FD + 1
+#: and the capture pipes come next.  The syscall filter is always the first passed fd;
+#: for eval_in_sandbox the code is the second.
+SECCOMP_FD = 3
+CODE_FD = 4
+STATUS_FD = 5
 #: Where the sandboxed code lives (read-only), as in the reference implementation.
 CODE_DIR = "/home"
 CODE_PATH = "/home/code.py"
@@ -246,6 +251,21 @@ def filesystem_options(mounts: Sequence[str]) -> list[str]:
     return options
 
 
+@functools.lru_cache(maxsize=1)
+def seccomp_program() -> bytes:
+    """The syscall filter's BPF program (built once per process by the C core).
+
+    Every sandbox runs under it, from the init on; see ``src/seccomp_filter.c`` for
+    what it refuses.  Served to bwrap on ``SECCOMP_FD``.
+    """
+    try:
+        return _sandbox.seccomp_program()
+    except OSError as exc:
+        raise SandboxError(
+            f"cannot build the sandbox's syscall filter with libseccomp: {exc.strerror}"
+        ) from exc
+
+
 @functools.lru_cache(maxsize=16)
 def base_options(python: str, euid: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """bwrap's options and the command prefix for running ``python`` as a caller with
@@ -254,14 +274,18 @@ def base_options(python: str, euid: int) -> tuple[tuple[str, ...], tuple[str, ..
     options = [
         "--new-session",
         "--die-with-parent",
+        # pysandbox's init is pid 1: when bwrap's own pid 1 reports the program's exit,
+        # bwrap returns before that pid 1 is gone, and it would outlive the call.  When
+        # our init exits, the kernel has already ended every process of the namespace.
+        "--as-pid-1",
+        "--seccomp",
+        str(SECCOMP_FD),
         *namespace_options(identity),
         "--clearenv",
         *filesystem_options(python_mounts(python)),
+        *init_mount(),
     ]
-    prefix: list[str] = []
-    if identity is not None:
-        options += init_mount()
-        prefix = [INIT_PATH, *identity.init_options(), "--exec", "--"]
+    prefix = [INIT_PATH, *(identity.init_options() if identity else []), "--"]
     return tuple(options), tuple(prefix)
 
 

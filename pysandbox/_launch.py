@@ -11,6 +11,7 @@ import resource
 from collections.abc import Callable, Sequence
 
 from . import _sandbox
+from ._bwrap import seccomp_program
 from ._errors import SandboxError
 
 __all__ = [
@@ -142,7 +143,8 @@ def launch(
 ) -> Ran:
     """Run ``argv`` (a bwrap command line from ``_bwrap``) and return the C core's facts.
 
-    ``code`` is served on ``CODE_FD``; bwrap's status goes to ``STATUS_FD``.  Raises
+    The filter is served on ``SECCOMP_FD``, ``code`` on ``CODE_FD``; bwrap's status
+    goes to ``STATUS_FD``.  Raises
     ``SandboxError`` when bwrap cannot be started or cannot build the sandbox, or when
     the exit status is lost and bwrap did not report it either; an
     exception from ``on_stdout`` or a ``KeyboardInterrupt`` propagates after the sandbox
@@ -151,11 +153,16 @@ def launch(
     """
     code_fd = write_memfd(code)
     try:
+        seccomp_fd = write_memfd(seccomp_program())
+    except BaseException:
+        os.close(code_fd)
+        raise
+    try:
         raw = _sandbox.run(
             argv,
             [],
             rlimits=[*rlimits, (resource.RLIMIT_CORE, 0, 0)],
-            pass_fds=[code_fd],
+            pass_fds=[seccomp_fd, code_fd],
             captures=[REPORT_CAP],
             stdin=stdin,
             on_stdout=on_stdout,
@@ -169,6 +176,7 @@ def launch(
         raise spawn_failure(exc) from exc
     finally:
         os.close(code_fd)
+        os.close(seccomp_fd)
     report = bwrap_report(raw["captures"][0])
     killed = raw["timed_out"] or raw["killed_on_cap"]
     # bwrap reports an exit code only for a sandbox it finished building.

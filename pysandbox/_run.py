@@ -92,7 +92,10 @@ def _check_env(env: object) -> list[str]:
 
 def _as_bytes(data: bytes | str, what: str) -> bytes:
     if isinstance(data, str):
-        return data.encode("utf-8")
+        try:
+            return data.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"{what} is not encodable as UTF-8: {exc.reason}") from None
     if isinstance(data, (bytes, bytearray, memoryview)):
         return bytes(data)
     raise TypeError(f"{what} must be bytes, str or None, not {type(data).__name__}")
@@ -160,14 +163,13 @@ def _sandbox_argv(
     code: bool,
 ) -> list[str]:
     """The bwrap command line: the sandbox of ``base_options`` plus a writable working
-    directory, the extra read-only paths, and the init supervising ``program``."""
+    directory, the extra read-only paths, and the init supervising ``program``.  The
+    passed fds are the syscall filter (3), then the input files and the code if any."""
     options, _ = _bwrap.base_options(python, os.geteuid())
     identity = _bwrap.sandbox_identity()
     status_fd = 3 + n_pass_fds
     report_fd, files_out_fd = status_fd + 1, status_fd + 2
     argv = [_bwrap.find_bwrap(), *options]
-    if identity is None:
-        argv += _bwrap.init_mount()
     for path in _bwrap.parent_dirs(readable):
         argv += ["--perms", "0755", "--dir", path]
     for path in readable:
@@ -175,7 +177,7 @@ def _sandbox_argv(
     argv += ["--json-status-fd", str(status_fd)]
     argv += ["--perms", "0777", "--size", str(limits.disk), "--tmpfs", WORKDIR]
     if code:
-        argv += ["--perms", "0444", "--ro-bind-data", str(3 + int(files_in)), MAIN_PATH]
+        argv += ["--perms", "0444", "--ro-bind-data", str(4 + int(files_in)), MAIN_PATH]
     argv += ["--setenv", "PATH", SANDBOX_PATH, "--setenv", "HOME", WORKDIR, *env_options]
     argv += ["--chdir", WORKDIR, "--remount-ro", "/", _bwrap.INIT_PATH]
     if identity is not None:
@@ -183,7 +185,7 @@ def _sandbox_argv(
     argv += ["--report-fd", str(report_fd), "--files-out-fd", str(files_out_fd)]
     argv += ["--files-dir", WORKDIR, "--files-max", str(limits.files_out)]
     if files_in:
-        argv += ["--files-in-fd", "3"]
+        argv += ["--files-in-fd", "4"]
     if code:
         argv += ["--skip", MAIN_NAME]
     return [*argv, "--", *program]
@@ -215,7 +217,7 @@ def _execute(
 
     fds: list[int] = []
     try:
-        for data in (files_stream, code):
+        for data in (_bwrap.seccomp_program(), files_stream, code):
             if data is not None:
                 fds.append(write_memfd(data))
         argv = _sandbox_argv(

@@ -3,19 +3,23 @@
  * sandbox.  A standalone executable (not part of the extension module), run
  * as:
  *
- *   _init [--drop UID:GID] [--exec] [--report-fd N] [--files-in-fd N]
+ *   _init [--drop UID:GID] [--report-fd N] [--files-in-fd N]
  *         [--files-out-fd N] [--files-dir DIR] [--files-max BYTES]
  *         [--skip NAME] -- PROGRAM ARGS...
  *
  * --drop     become UID:GID with no supplementary groups, empty capability
  *            sets and bounding set (a root caller's sandbox, which bwrap runs
  *            without a user namespace so that its root is not host root);
- * --exec     then just execvp PROGRAM (eval_in_sandbox: the code stays pid 2);
- * otherwise  unpack the input files from --files-in-fd into DIR, run PROGRAM
+ * then       unpack the input files from --files-in-fd into DIR, run PROGRAM
  *            as a child, and when it exits kill whatever it left running,
  *            report the raw wait status and the CPU and memory the whole tree
  *            used on --report-fd, stream the regular files of DIR to
  *            --files-out-fd, and exit as PROGRAM did (128 + signal if killed).
+ *
+ * bwrap runs it as pid 1 of the sandbox's pid namespace (--as-pid-1): the
+ * program cannot signal it, every orphan is reparented to it, and once it
+ * exits the kernel has ended every process of the sandbox, so nothing
+ * outlives bwrap.  The program runs as pid 2, as in a plain bwrap sandbox.
  *
  * Always sets no_new_privs, so no setuid binary or file capability can give
  * the code more than it has.  File streams are records
@@ -50,7 +54,6 @@ struct options {
     int drop;
     uid_t uid;
     gid_t gid;
-    int exec_only;
     int report_fd;
     int files_in_fd;
     int files_out_fd;
@@ -93,9 +96,6 @@ static void parse_options(int argc, char **argv, struct options *opt)
         if (strcmp(arg, "--") == 0) {
             opt->program = argv + i + 1;
             break;
-        } else if (strcmp(arg, "--exec") == 0) {
-            opt->exec_only = 1;
-            continue;
         }
         if (value == NULL) {
             errno = EINVAL;
@@ -156,6 +156,9 @@ static void drop_privileges(const struct options *opt)
         die("clearing capabilities", NULL);
     if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
         die("clearing ambient capabilities", NULL);
+    /* The change of credentials cleared bwrap's --die-with-parent: arm it again. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+        die("setting the parent-death signal", NULL);
 }
 
 /* read_exact: read len bytes; 0 on success, -1 at EOF or error. */
@@ -386,7 +389,6 @@ static int supervise(const struct options *opt)
     if (program < 0)
         die("fork", NULL);
     if (program == 0) {
-        signal(SIGXFSZ, SIG_DFL);
         execvp(opt->program[0], opt->program);
         die("cannot execute", opt->program[0]);
     }
@@ -428,10 +430,6 @@ int main(int argc, char **argv)
         drop_privileges(&opt);
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
         die("setting no_new_privs", NULL);
-    if (opt.exec_only) {
-        execvp(opt.program[0], opt.program);
-        die("cannot execute", opt.program[0]);
-    }
     /* Input files may be larger than the program's RLIMIT_FSIZE: fail, not die. */
     signal(SIGXFSZ, SIG_IGN);
     if (opt.files_in_fd >= 0 && opt.files_dir != NULL) {
@@ -441,6 +439,7 @@ int main(int argc, char **argv)
         unpack_files(opt.files_in_fd, dir_fd);
         close(dir_fd);
     }
+    signal(SIGXFSZ, SIG_DFL);
     if (opt.report_fd >= 0)
         fcntl(opt.report_fd, F_SETFD, FD_CLOEXEC);
     if (opt.files_out_fd >= 0)

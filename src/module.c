@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAX_FALLBACK_FD (1 << 20)
@@ -535,8 +536,36 @@ cleanup:
     return result;
 }
 
+PyDoc_STRVAR(seccomp_doc, "seccomp_program($module, /)\n--\n\n"
+                          "The BPF program of the sandbox's syscall filter, for bwrap's\n"
+                          "--seccomp; raises OSError if libseccomp cannot build it.");
+
+/*
+ * sandbox_seccomp_program: see seccomp_doc.  Called with the GIL; builds
+ * the filter without it.
+ */
+static PyObject *sandbox_seccomp_program(PyObject *module, PyObject *unused)
+{
+    char *program;
+    size_t length;
+    int rc;
+    PyObject *result;
+    (void)module;
+    (void)unused;
+    Py_BEGIN_ALLOW_THREADS rc = sbx_seccomp_program(&program, &length);
+    Py_END_ALLOW_THREADS if (rc != 0)
+    {
+        errno = -rc;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    result = PyBytes_FromStringAndSize(program, (Py_ssize_t)length);
+    free(program);
+    return result;
+}
+
 static PyMethodDef sandbox_methods[] = {
     {"run", (PyCFunction)(void (*)(void))sandbox_run, METH_VARARGS | METH_KEYWORDS, run_doc},
+    {"seccomp_program", sandbox_seccomp_program, METH_NOARGS, seccomp_doc},
     {NULL, NULL, 0, NULL},
 };
 

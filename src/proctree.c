@@ -11,9 +11,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* More processes than this in one sandbox are not followed (and the
@@ -114,4 +116,45 @@ double sbx_tree_cpu_seconds(pid_t root)
     }
     free(tree);
     return ticks_per_second > 0 ? (double)ticks / (double)ticks_per_second : -1.0;
+}
+
+/*
+ * parent_of: the parent pid of pid from /proc, or -1.
+ */
+static pid_t parent_of(pid_t pid)
+{
+    char path[64], buf[1024], *fields;
+    int ppid;
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (read_small_file(path, buf, sizeof buf) <= 0)
+        return -1;
+    fields = strrchr(buf, ')');
+    if (fields == NULL || sscanf(fields + 1, " %*c %d", &ppid) != 1)
+        return -1;
+    return (pid_t)ppid;
+}
+
+/*
+ * sbx_kill_children: SIGKILL every child of parent (bwrap's child is the
+ * init of the sandbox's pid namespace, whose death ends the namespace).
+ * Each child is pinned with a pidfd and checked to still be parent's child
+ * before the signal, so a recycled pid is never hit.  Any thread; no GIL
+ * needed; allocates (not for the vfork child).
+ */
+void sbx_kill_children(pid_t parent)
+{
+    pid_t *children = malloc(MAX_TREE * sizeof *children);
+    size_t count, i;
+    if (children == NULL)
+        return;
+    count = push_children(parent, children, 0);
+    for (i = 0; i < count; i++) {
+        int pidfd = (int)syscall(SYS_pidfd_open, children[i], 0);
+        if (pidfd < 0)
+            continue;
+        if (parent_of(children[i]) == parent)
+            syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+        close(pidfd);
+    }
+    free(children);
 }

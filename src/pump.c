@@ -146,17 +146,20 @@ static int child_has_exited(pid_t pid)
 }
 
 /*
- * kill_and_reap: SIGKILL the child (bwrap; --die-with-parent takes the
- * rest of the sandbox down with it) and reap it.  No-op once reaped.
- * Signals only through the pidfd when there is one, so a child the host
- * already auto-reaped is never confused with a recycled pid; without a pidfd,
- * only while the pid is still our unreaped child.  Returns what reap returns.
- * No GIL needed.
+ * kill_and_reap: SIGKILL the sandbox and reap bwrap.  No-op once reaped.
+ * The init of the sandbox's pid namespace (bwrap's child) is killed first,
+ * which ends every process of the namespace: bwrap's --die-with-parent would
+ * do it too, but a change of credentials inside clears that death signal.
+ * bwrap itself is signalled only through the pidfd when there is one, so a
+ * child the host already auto-reaped is never confused with a recycled pid;
+ * without a pidfd, only while the pid is still our unreaped child.  Returns
+ * what reap returns.  No GIL needed.
  */
 static int kill_and_reap(struct sbx_child *child, int *wait_status, struct rusage *usage)
 {
     if (child->pid < 0)
         return 0;
+    sbx_kill_children(child->pid);
     if (child->pidfd >= 0) {
         if (syscall(SYS_pidfd_send_signal, child->pidfd, SIGKILL, NULL, 0) != 0 && errno == ENOSYS)
             kill(child->pid, SIGKILL);

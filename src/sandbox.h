@@ -153,5 +153,7 @@ int sbx_pump(struct sbx_child *child, struct sbx_input *input, const struct sbx_
 
 double sbx_monotonic(void);
 double sbx_tree_cpu_seconds(pid_t root);
+void sbx_kill_children(pid_t parent);
+int sbx_seccomp_program(char **program, size_t *length);
 
 #endif

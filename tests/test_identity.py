@@ -83,7 +83,7 @@ def test_unprivileged_caller_gets_the_same_sandbox() -> None:
         shared.chmod(0o755)
         shutil.copytree(Path(pysandbox.__file__).parent, shared / "pysandbox")
         for path in shared.rglob("*"):
-            path.chmod(0o755 if path.is_dir() else 0o644)
+            path.chmod(0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
         driver = f"""
 import os, sys
 sys.path.insert(0, {str(shared)!r})

@@ -505,9 +505,10 @@ def test_sigpipe_and_sigxfsz_are_at_their_defaults_inside() -> None:
 
     result = eval_in_sandbox(READ_INIT_STATUS)
     assert result.returncode == 0, result.stderr
-    # pid 1 inside is bwrap, which inherited its dispositions straight from the spawn (the
-    # sandboxed Python re-ignores SIGPIPE itself at start-up, so its own status proves nothing).
-    assert "Name:\tbwrap" in result.stdout
+    # pid 1 inside is pysandbox's init, exec'd by bwrap with the dispositions of the spawn
+    # (the sandboxed Python re-ignores SIGPIPE itself at start-up, so its own status proves
+    # nothing).
+    assert "Name:\tinit" in result.stdout
     ignored = sig_mask(result.stdout, "SigIgn")
     assert not ignored & SIGPIPE_BIT, "SIGPIPE ignored in the sandbox"
     assert not ignored & SIGXFSZ_BIT, "SIGXFSZ ignored in the sandbox"

@@ -1,0 +1,932 @@
+"""Per-sandbox control groups: a process cap and a total memory cap for ONE sandbox.
+
+``RLIMIT_NPROC`` is per uid (shared by every sandbox of that uid, and not enforced for
+root) and ``RLIMIT_AS`` is per process (ten processes get ten times the memory, and no
+rlimit counts tmpfs pages).  A control group counts the whole sandbox, and only it:
+
+* the ``pids`` controller caps the tasks (processes and threads) alive in the group at
+  once; a ``fork``/``clone`` past ``pids.max`` fails with ``EAGAIN``;
+* the ``memory`` controller caps the memory charged to the group: anonymous memory of
+  every process, page cache, and the tmpfs pages its processes write; past the limit
+  the kernel reclaims, then OOM-kills a process of the group (never one outside it).
+
+``SandboxCgroup`` makes a fresh group (``pysandbox-<pid>-<counter>-<random>``) under a
+shared parent group ``pysandbox`` at the root of each hierarchy it needs, sets the
+limits, and hands out write-only descriptors of the group's ``cgroup.procs`` files.  The
+spawn child writes ``b"0"`` into each of them before it executes bwrap, so every process
+of the sandbox is born inside the group.  Afterwards ``usage()`` tells what happened,
+and leaving the ``with`` block kills what is left and removes the group.
+
+Where the groups live
+    cgroup v2 (one hierarchy, most hosts): ``<cgroup2 mount>/pysandbox/<group>``; the
+    controllers are enabled in the ``cgroup.subtree_control`` of the mount's root and
+    of ``pysandbox``.  cgroup v1 (this project's CI host): one directory per hierarchy,
+    ``<pids mount>/pysandbox/<group>`` and ``<memory mount>/pysandbox/<group>``, and the
+    ``cpuacct`` hierarchy too when it is mounted (for the group's CPU time).  A host
+    with both (hybrid) uses, for each controller, v2 when the v2 root offers it, else v1.
+    The hierarchies are found in ``/proc/self/mountinfo``, not by guessing paths.
+
+Safety
+    Every path is built here from the mount points and fixed names; nothing from outside
+    input is ever a path.  Directories are opened with ``O_NOFOLLOW|O_DIRECTORY`` (and
+    the mount point checked to be the very mount ``mountinfo`` names, by device number)
+    and every control file, ``mkdir`` and ``rmdir`` is relative to such a directory
+    descriptor, so no symlink is ever followed.
+
+Failing closed
+    A limit that was asked for and cannot be set raises ``SandboxError`` naming the file
+    and the fix: the caller must then refuse to run, never run with less.  ``probe()``
+    tells beforehand whether the host can do it at all, so a caller can choose another
+    mechanism (and say which one enforced the cap).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import errno
+import itertools
+import os
+import secrets
+import signal
+import stat
+import threading
+import time
+
+from ._errors import SandboxError
+from ._limits import MAX_LIMIT
+
+__all__ = ["PARENT", "CgroupSupport", "CgroupUsage", "SandboxCgroup", "probe"]
+
+#: The name of the shared parent group, at the root of each hierarchy.
+PARENT = "pysandbox"
+
+_MOUNTINFO = "/proc/self/mountinfo"
+#: The controllers a group may need, and the one giving the CPU time on cgroup v1.
+_LIMITED = ("pids", "memory")
+_CPUACCT = "cpuacct"
+#: ``pids.max`` accepts at most the kernel's PID_MAX_LIMIT (2**22 on 64-bit): no group
+#: can hold more tasks than that anyway, so a larger cap is written as this one.
+_PID_MAX_LIMIT = 4 * 1024 * 1024
+#: Budgets of the clean-up in ``__exit__``: killing, then removing the directories.  Both
+#: together stay under one second.
+_KILL_SECONDS = 0.5
+_REMOVE_SECONDS = 0.4
+#: The limits the probe tries on a trial group.
+_TRIAL_PROCESSES = 64
+_TRIAL_MEMORY = 256 * 2**20
+
+#: Held while this process opens or makes the parent group and a group in it, and while
+#: the probe removes a parent it made, so that the two never interleave in one process.
+_parent_lock = threading.Lock()
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_counter = itertools.count()
+
+#: The fix for a failed cgroup operation, by errno.
+_FIXES = {
+    errno.EACCES: (
+        "creating and configuring cgroups needs root (or a cgroup delegated to this user): "
+        "run as root, or without the per-sandbox cgroup limits"
+    ),
+    errno.EROFS: (
+        "the cgroup filesystem is mounted read-only (as in a container without its own "
+        "cgroup namespace): mount it read-write, e.g. run the container with "
+        "--cgroupns=private and a writable /sys/fs/cgroup"
+    ),
+    errno.ENOENT: (
+        "the controller is not enabled for this group: check that it is listed in "
+        "cgroup.controllers and not disabled on the kernel command line (cgroup_disable=)"
+    ),
+    errno.ENOSPC: (
+        "the host allows no more cgroups: raise cgroup.max.descendants / cgroup.max.depth "
+        "or wait for running sandboxes to end"
+    ),
+    errno.EAGAIN: (
+        "the host allows no more cgroups: raise cgroup.max.descendants / cgroup.max.depth "
+        "or wait for running sandboxes to end"
+    ),
+}
+_FIXES[errno.EPERM] = _FIXES[errno.EACCES]
+_DEFAULT_FIX = "check the cgroup setup of the host and the kernel log (dmesg)"
+#: The fix when cgroup v2 refuses to enable a controller for the children of a group.
+_INTERNAL_PROCESSES_FIX = (
+    "processes live in that cgroup, and cgroup v2 enables controllers only for the "
+    "children of a group without processes: move those processes into a child group"
+)
+
+
+def _failure(action: str, path: str, exc: OSError, fix: str | None = None) -> SandboxError:
+    """A ``SandboxError`` saying which operation on which file failed, why, and the fix."""
+    if fix is None:
+        fix = _FIXES.get(exc.errno or 0, _DEFAULT_FIX)
+    return SandboxError(f"cannot {action} {path}: {exc.strerror or exc}; {fix}")
+
+
+@dataclasses.dataclass(frozen=True)
+class CgroupSupport:
+    """What per-sandbox control groups this host allows this process to make.
+
+    Found by ``probe()`` with a real trial group, so ``True`` means a group was made and
+    its limit set here a moment ago.
+    """
+
+    #: A per-sandbox ``pids`` group (a cap on processes and threads) can be made here.
+    pids: bool
+    #: A per-sandbox ``memory`` group (a cap on the sandbox's total memory) can be made.
+    memory: bool
+    #: The cgroup version of the hierarchies that hold those controllers: 1 or 2 (2 when
+    #: any of them is on v2), also when making a group there is not allowed; None when
+    #: neither controller is found at all.
+    version: int | None
+    #: When something is missing, why, and the fix; ``""`` when both are supported.
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class CgroupUsage:
+    """What one sandbox's control group counted.  A counter this host lacks is None or
+    False."""
+
+    #: Bytes: the highest memory the group was charged (v1 ``memory.max_usage_in_bytes``,
+    #: v2 ``memory.peak``, Linux 5.19+); None without a memory group.
+    peak_memory: int | None
+    #: The memory limit was hit: v1 ``memory.failcnt`` or ``memory.memsw.failcnt`` > 0, or
+    #: ``memory.oom_control`` ``under_oom``/``oom_kill`` > 0; v2 ``memory.events``
+    #: ``max``/``oom``/``oom_kill`` > 0.  Hitting the limit makes the kernel reclaim first
+    #: (page cache), so this can be true for a program that still ended well.
+    memory_exceeded: bool
+    #: A fork or clone was refused by ``pids.max`` (``pids.events`` ``max`` > 0).
+    pids_exceeded: bool
+    #: Seconds of CPU (user + system) of every process that ran in the group: v1
+    #: ``cpuacct.usage`` (when the cpuacct hierarchy is mounted), v2 ``cpu.stat``
+    #: ``usage_usec``; None when neither is available.
+    cpu_time: float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Hierarchy:
+    """One mounted cgroup hierarchy."""
+
+    version: int
+    #: Where it is mounted (decoded from mountinfo) and the device number of that mount.
+    mountpoint: str
+    dev: int
+    #: The controllers it offers (v1: bound to it; v2: listed in its root's
+    #: ``cgroup.controllers``).
+    controllers: frozenset[str]
+
+
+def _unescape(field: str) -> str:
+    """A mountinfo path field with its octal escapes (``\\040`` for a space) decoded."""
+    if "\\" not in field:
+        return field
+    out = bytearray()
+    raw = field.encode("utf-8", "surrogateescape")
+    i = 0
+    while i < len(raw):
+        if raw[i] == 0x5C and raw[i + 1 : i + 4].isdigit() and len(raw[i + 1 : i + 4]) == 3:
+            out.append(int(raw[i + 1 : i + 4], 8) & 0xFF)
+            i += 4
+        else:
+            out.append(raw[i])
+            i += 1
+    return out.decode("utf-8", "surrogateescape")
+
+
+def _read_bytes(name: str, dir_fd: int | None) -> bytes:
+    """The whole content of the file ``name`` (relative to ``dir_fd`` unless None)."""
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        chunks = []
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def _read_dir_file(dir_fd: int, name: str) -> str:
+    """The content of the control file ``name`` in the directory ``dir_fd``.
+
+    Read with ``os.read`` and decoded as ASCII, which needs no codec module: this also
+    works after the caller dropped privileges and can no longer read the standard library.
+    """
+    return _read_bytes(name, dir_fd).decode("ascii", "replace")
+
+
+def _write_dir_file(dir_fd: int, name: str, value: str) -> None:
+    """Write ``value`` to the control file ``name`` in one ``write`` (as cgroupfs wants)."""
+    data = value.encode("ascii")
+    fd = os.open(name, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        if os.write(fd, data) != len(data):
+            raise OSError(errno.EIO, "short write to a cgroup control file")
+    finally:
+        os.close(fd)
+
+
+def _open_dir(name: str, dev: int, dir_fd: int | None = None) -> int:
+    """Open the directory ``name`` without following a symlink and check that it is on the
+    cgroup mount with device number ``dev``; the descriptor is the caller's to close."""
+    fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    info = os.fstat(fd)
+    if info.st_dev != dev or not stat.S_ISDIR(info.st_mode):
+        os.close(fd)
+        raise OSError(errno.EXDEV, "not the cgroup mount named in /proc/self/mountinfo")
+    return fd
+
+
+def _mounts() -> tuple[dict[str, _Hierarchy], _Hierarchy | None]:
+    """The cgroup v1 hierarchies by controller, and the cgroup v2 hierarchy, if mounted.
+
+    When a hierarchy is mounted more than once, the mount under /sys/fs/cgroup wins,
+    then the first one listed.
+    """
+    v1: dict[str, _Hierarchy] = {}
+    v2: _Hierarchy | None = None
+    try:
+        lines = _read_bytes(_MOUNTINFO, None).decode("utf-8", "surrogateescape").splitlines()
+    except OSError:
+        return v1, v2
+    found: list[tuple[int, _Hierarchy]] = []
+    for line in lines:
+        head, sep, tail = line.partition(" - ")
+        fields, tail_fields = head.split(), tail.split()
+        if not sep or len(fields) < 5 or len(tail_fields) < 3:
+            continue
+        fstype = tail_fields[0]
+        if fstype not in ("cgroup", "cgroup2"):
+            continue
+        try:
+            major, minor = (int(part) for part in fields[2].split(":"))
+        except ValueError:
+            continue
+        mountpoint = _unescape(fields[4])
+        if fstype == "cgroup":
+            controllers = frozenset(tail_fields[2].split(",")) & {*_LIMITED, _CPUACCT}
+            version = 1
+        else:
+            try:
+                root_fd = _open_dir(mountpoint, os.makedev(major, minor))
+            except OSError:
+                continue
+            try:
+                controllers = frozenset(_read_dir_file(root_fd, "cgroup.controllers").split())
+            except OSError:
+                controllers = frozenset()
+            finally:
+                os.close(root_fd)
+            version = 2
+        rank = 0 if mountpoint.startswith("/sys/fs/cgroup") else 1
+        found.append((rank, _Hierarchy(version, mountpoint, os.makedev(major, minor), controllers)))
+    for _rank, hierarchy in sorted(found, key=lambda item: item[0]):
+        if hierarchy.version == 2:
+            v2 = v2 or hierarchy
+        else:
+            for controller in hierarchy.controllers:
+                v1.setdefault(controller, hierarchy)
+    return v1, v2
+
+
+_discovered: dict[str, _Hierarchy] | None = None
+_discover_lock = threading.Lock()
+
+
+def _discover() -> dict[str, _Hierarchy]:
+    """The hierarchy to use for each of pids, memory and (v1 only) cpuacct; cached.
+
+    For each controller: v2 when the v2 root offers it, else the v1 hierarchy it is
+    bound to.  cpuacct is only looked for on v1: v2 counts CPU in every group.
+    """
+    global _discovered
+    with _discover_lock:
+        if _discovered is None:
+            v1, v2 = _mounts()
+            chosen: dict[str, _Hierarchy] = {}
+            for controller in _LIMITED:
+                if v2 is not None and controller in v2.controllers:
+                    chosen[controller] = v2
+                elif controller in v1:
+                    chosen[controller] = v1[controller]
+            if _CPUACCT in v1:
+                chosen[_CPUACCT] = v1[_CPUACCT]
+            _discovered = chosen
+        return dict(_discovered)
+
+
+def _missing(controller: str) -> str:
+    """Why ``controller`` ("pids", "memory", or "pids and memory") cannot be used at all,
+    and the fix."""
+    plural = "s" if " " in controller else ""
+    return (
+        f"no cgroup hierarchy offers the {controller} controller{plural} (not mounted as "
+        f"cgroup v1, and not in the cgroup v2 root's cgroup.controllers): enable {controller} "
+        f"in the kernel and mount it, or run without the per-sandbox {controller} limit{plural}"
+    )
+
+
+class _Node:
+    """The sandbox's group in one hierarchy: open descriptors of its parent and itself."""
+
+    def __init__(self, hierarchy: _Hierarchy, controllers: frozenset[str]) -> None:
+        self.hierarchy = hierarchy
+        #: The controllers the sandbox uses from this hierarchy.
+        self.controllers = controllers
+        self.parent_fd = -1
+        self.fd = -1
+        self.name = ""
+
+    @property
+    def path(self) -> str:
+        """The group's path, for messages only (never opened by path)."""
+        return os.path.join(self.hierarchy.mountpoint, PARENT, self.name)
+
+    def close(self) -> None:
+        """Close both descriptors (idempotent)."""
+        for fd in (self.fd, self.parent_fd):
+            if fd >= 0:
+                os.close(fd)
+        self.fd = self.parent_fd = -1
+
+
+def _enable(dir_fd: int, controllers: frozenset[str], path: str) -> None:
+    """On v2, enable ``controllers`` for the children of the group ``dir_fd`` (at ``path``)."""
+    name = "cgroup.subtree_control"
+    try:
+        enabled = set(_read_dir_file(dir_fd, name).split())
+        missing = sorted(controllers - enabled)
+        if missing:
+            _write_dir_file(dir_fd, name, " ".join(f"+{c}" for c in missing))
+    except OSError as exc:
+        fix = _INTERNAL_PROCESSES_FIX if exc.errno == errno.EBUSY else None
+        raise _failure("enable the controllers in", os.path.join(path, name), exc, fix) from exc
+
+
+def _open_parent(hierarchy: _Hierarchy, controllers: frozenset[str], *, create: bool) -> int:
+    """A descriptor of ``<mount>/pysandbox``, made (and on v2 given ``controllers``) when
+    ``create``; raises ``SandboxError``, or ``FileNotFoundError`` without ``create``."""
+    root_path = hierarchy.mountpoint
+    try:
+        root_fd = _open_dir(root_path, hierarchy.dev)
+    except OSError as exc:
+        raise _failure("open the cgroup hierarchy", root_path, exc) from exc
+    parent_path = os.path.join(root_path, PARENT)
+    try:
+        if create:
+            if hierarchy.version == 2:
+                _enable(root_fd, controllers, root_path)
+            try:
+                os.mkdir(PARENT, 0o755, dir_fd=root_fd)
+            except FileExistsError:
+                pass
+            except OSError as exc:
+                raise _failure("create the cgroup", parent_path, exc) from exc
+        try:
+            parent_fd = _open_dir(PARENT, hierarchy.dev, dir_fd=root_fd)
+        except FileNotFoundError as exc:
+            if not create:
+                raise
+            raise SandboxError(
+                f"cannot open the cgroup {parent_path}: it vanished; {_DEFAULT_FIX}"
+            ) from exc
+        except OSError as exc:
+            raise _failure("open the cgroup", parent_path, exc) from exc
+    finally:
+        os.close(root_fd)
+    if create and hierarchy.version == 2:
+        try:
+            _enable(parent_fd, controllers, parent_path)
+        except BaseException:
+            os.close(parent_fd)
+            raise
+    return parent_fd
+
+
+# Groups whose removal ran out of time, with the pid that made them: retried before each
+# new group and at exit, by that process only (not by a forked child).
+_leftovers: list[tuple[int, _Hierarchy, str]] = []
+_leftovers_lock = threading.Lock()
+_atexit_registered = False
+
+
+def _remove_later(hierarchy: _Hierarchy, name: str) -> None:
+    """Remember a group that could not be removed yet."""
+    global _atexit_registered
+    with _leftovers_lock:
+        _leftovers.append((os.getpid(), hierarchy, name))
+        if not _atexit_registered:
+            atexit.register(_sweep_leftovers)
+            _atexit_registered = True
+
+
+def _sweep_leftovers() -> None:
+    """Try once more to remove the groups of this process that could not be removed."""
+    with _leftovers_lock:
+        pending = [entry for entry in _leftovers if entry[0] == os.getpid()]
+        _leftovers[:] = [entry for entry in _leftovers if entry[0] != os.getpid()]
+    kept = []
+    for entry in pending:
+        _pid, hierarchy, name = entry
+        try:
+            parent_fd = _open_parent(hierarchy, frozenset(), create=False)
+        except FileNotFoundError:
+            continue  # no parent, so no group either
+        except (OSError, SandboxError):
+            kept.append(entry)
+            continue
+        try:
+            os.rmdir(name, dir_fd=parent_fd)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            kept.append(entry)
+        finally:
+            os.close(parent_fd)
+    if kept:
+        with _leftovers_lock:
+            _leftovers.extend(kept)
+
+
+class SandboxCgroup:
+    """One sandbox's control group: a cap on its processes and threads and on its memory.
+
+    Use it as a context manager.  ``__enter__`` creates a fresh group
+    (``pysandbox-<pid>-<counter>-<random>``) under the parent group ``pysandbox`` in each
+    hierarchy it needs, sets ``pids.max`` to ``processes`` and the memory limit to
+    ``memory`` (v1: ``memory.limit_in_bytes``, and ``memory.memsw.limit_in_bytes`` when
+    swap is accounted, so swap does not extend it; v2: ``memory.max``, and
+    ``memory.swap.max`` = 0 when present), and opens (``O_WRONLY|O_CLOEXEC``) the
+    ``cgroup.procs`` file of each of those groups: ``procs_fds``.  The spawn child writes
+    ``b"0"`` into each of these descriptors to move itself in before it executes, so
+    every process of the sandbox is born inside.  On v1 the ``cpuacct`` hierarchy is
+    joined too when mounted, for ``CgroupUsage.cpu_time``.  A limit that is None is not
+    set, and its hierarchy not joined (with both None, no group is made at all).
+
+    ``usage()`` reads the counters; ``kill()`` kills every process still in the group.
+    ``__exit__`` closes the descriptors, kills what is left and removes the directories
+    (within about a second; a directory that cannot be removed in time, because a process
+    in it does not die, is retried before the next group is made and at exit).  It
+    never raises: only the original exception, if any, propagates.
+
+    :param processes: the most tasks (processes plus threads) alive at once, or None.
+    :param memory: bytes of memory for the whole sandbox (its processes, its page cache
+        and the tmpfs pages it writes), or None.  v1 rounds it down to whole pages.
+    :raises TypeError, ValueError: a limit is not None or a positive int.
+    :raises SandboxError: (from ``__enter__``) a limit cannot be set here; the message
+        names the file and the fix.  Nothing is left behind.
+    """
+
+    def __init__(self, *, processes: int | None, memory: int | None) -> None:
+        """Check the limits; nothing is created before ``__enter__``."""
+        for name, value in (("processes", processes), ("memory", memory)):
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int or None, not {type(value).__name__}")
+            if not 0 < value <= MAX_LIMIT:
+                raise ValueError(
+                    f"{name} must be > 0 and <= 2**62 (or None for no limit), got {value!r}"
+                )
+        self._processes = processes
+        self._memory = memory
+        self._nodes: list[_Node] = []
+        self._procs_fds: list[int] = []
+        self._state = "new"  # -> "entered" -> "exited"
+        self._final: CgroupUsage | None = None
+
+    # -- the public surface ------------------------------------------------------------
+
+    @property
+    def procs_fds(self) -> list[int]:
+        """Write-only, close-on-exec descriptors of the group's ``cgroup.procs`` files, one
+        per hierarchy; empty before ``__enter__``, after ``__exit__`` and with no limit."""
+        return list(self._procs_fds)
+
+    @property
+    def paths(self) -> list[str]:
+        """The group's directories (for messages and tests; never to be opened by path)."""
+        return [node.path for node in self._nodes]
+
+    def __enter__(self) -> SandboxCgroup:
+        """Create the group, set the limits and open the ``cgroup.procs`` descriptors."""
+        if self._state != "new":
+            raise RuntimeError("a SandboxCgroup can be entered only once")
+        self._state = "entered"
+        try:
+            self._create()
+        except BaseException:
+            self._teardown()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Close the descriptors, kill what is left and remove the group; never raises."""
+        self._teardown()
+
+    def usage(self) -> CgroupUsage:
+        """The group's counters now; after ``__exit__``, as they were when it ended."""
+        if self._state == "new":
+            raise RuntimeError("the SandboxCgroup has not been entered")
+        if self._final is not None:
+            return self._final
+        return self._read_usage()
+
+    def kill(self, timeout: float = _KILL_SECONDS) -> bool:
+        """SIGKILL every process in the group until none is left, for at most ``timeout``
+        seconds.  Uses v2 ``cgroup.kill`` when present (which also stops forks racing
+        with it).  True when the group is empty (zombies waiting to be reaped by their
+        parent are not in it)."""
+        deadline = time.monotonic() + timeout
+        for node in self._nodes:
+            if node.fd >= 0 and node.hierarchy.version == 2:
+                # Before Linux 5.14 there is no cgroup.kill: each process is signalled below.
+                with contextlib.suppress(OSError):
+                    _write_dir_file(node.fd, "cgroup.kill", "1")
+        pause = 0.001
+        while True:
+            pids = self._members()
+            if not pids:
+                return True
+            self._kill_round(pids)
+            if time.monotonic() >= deadline:
+                return not self._members()
+            time.sleep(pause)
+            pause = min(pause * 2, 0.02)
+
+    # -- the work ---------------------------------------------------------------------
+
+    def _needed(self) -> dict[_Hierarchy, frozenset[str]]:
+        """The controllers to use, grouped by hierarchy; raises when one is missing."""
+        wanted = [
+            c for c, v in (("pids", self._processes), ("memory", self._memory)) if v is not None
+        ]
+        if not wanted:
+            return {}
+        found = _discover()
+        by_hierarchy: dict[_Hierarchy, set[str]] = {}
+        for controller in wanted:
+            if controller not in found:
+                raise SandboxError(_missing(controller))
+            by_hierarchy.setdefault(found[controller], set()).add(controller)
+        cpuacct = found.get(_CPUACCT)
+        if cpuacct is not None and all(h.version == 1 for h in by_hierarchy):
+            by_hierarchy.setdefault(cpuacct, set()).add(_CPUACCT)
+        return {h: frozenset(c) for h, c in by_hierarchy.items()}
+
+    def _create(self) -> None:
+        """Make the group in every hierarchy, set the limits, open the procs files."""
+        needed = self._needed()
+        if not needed:
+            return
+        _sweep_leftovers()
+        name = f"pysandbox-{os.getpid()}-{next(_counter)}-{secrets.token_hex(4)}"
+        # The limits first (their failures are the ones to report), cpuacct last.
+        order = sorted(needed, key=lambda h: (needed[h] == {_CPUACCT}, h.mountpoint))
+        for hierarchy in order:
+            node = _Node(hierarchy, needed[hierarchy])
+            self._nodes.append(node)
+            try:
+                self._make(node, name)
+            except SandboxError:
+                if node.controllers != {_CPUACCT}:
+                    raise
+                # Only CgroupUsage.cpu_time needs it: go on without.
+                self._nodes.remove(node)
+                self._remove(node, time.monotonic() + _REMOVE_SECONDS)
+                node.close()
+        for node in self._nodes:
+            self._set_limits(node)
+        for node in self._nodes:
+            try:
+                fd = os.open(
+                    "cgroup.procs", os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=node.fd
+                )
+            except OSError as exc:
+                raise _failure("open", os.path.join(node.path, "cgroup.procs"), exc) from exc
+            self._procs_fds.append(fd)
+
+    def _make(self, node: _Node, name: str) -> None:
+        """Create ``node``'s directory; retried when a probe removed the parent meanwhile."""
+        limited = node.controllers - {_CPUACCT}
+        with _parent_lock:
+            self._make_locked(node, name, limited)
+        try:
+            node.fd = _open_dir(name, node.hierarchy.dev, dir_fd=node.parent_fd)
+        except OSError as exc:
+            raise _failure("open the cgroup", node.path, exc) from exc
+
+    def _make_locked(self, node: _Node, name: str, limited: frozenset[str]) -> None:
+        """The body of ``_make``, under ``_parent_lock``."""
+        # Another process's probe may remove the parent at any moment (this process's
+        # probe holds _parent_lock to do it): an operation on it then fails with ENOENT or
+        # ENODEV, and is tried again with a new parent.
+        vanished = (errno.ENOENT, errno.ENODEV)
+        for attempt in range(3):
+            try:
+                node.parent_fd = _open_parent(node.hierarchy, limited, create=True)
+            except SandboxError as exc:
+                cause = exc.__cause__
+                if isinstance(cause, OSError) and cause.errno in vanished and attempt < 2:
+                    continue
+                raise
+            node.name = name
+            try:
+                os.mkdir(name, 0o755, dir_fd=node.parent_fd)
+            except OSError as exc:
+                if exc.errno in vanished and attempt < 2:
+                    os.close(node.parent_fd)
+                    node.parent_fd = -1
+                    continue
+                path = node.path
+                node.name = ""  # not ours: never to be removed
+                raise _failure("create the cgroup", path, exc) from exc
+            return
+
+    def _set(self, node: _Node, file: str, value: str, *, optional: bool = False) -> bool:
+        """Write one limit; False when ``optional`` and the file does not exist."""
+        try:
+            _write_dir_file(node.fd, file, value)
+        except OSError as exc:
+            if optional and exc.errno == errno.ENOENT:
+                return False
+            raise _failure(f"set {value} in", os.path.join(node.path, file), exc) from exc
+        return True
+
+    def _check(self, node: _Node, file: str, most: int) -> None:
+        """Read a limit back: the kernel must hold one no larger than ``most``."""
+        path = os.path.join(node.path, file)
+        try:
+            text = _read_dir_file(node.fd, file).strip()
+        except OSError as exc:
+            raise _failure("read back", path, exc) from exc
+        if not text.isdigit() or int(text) > most:
+            raise SandboxError(
+                f"the limit in {path} is {text!r} after setting {most}; {_DEFAULT_FIX}"
+            )
+
+    def _set_limits(self, node: _Node) -> None:
+        """Set the limits this node's controllers carry."""
+        v2 = node.hierarchy.version == 2
+        if "pids" in node.controllers and self._processes is not None:
+            cap = min(self._processes, _PID_MAX_LIMIT)
+            self._set(node, "pids.max", str(cap))
+            self._check(node, "pids.max", cap)
+        if "memory" in node.controllers and self._memory is not None:
+            memory = str(self._memory)
+            if v2:
+                self._set(node, "memory.max", memory)
+                self._check(node, "memory.max", self._memory)
+                self._set(node, "memory.swap.max", "0", optional=True)
+            else:
+                # memsw (memory + swap) must stay >= the memory limit: set memory first.
+                self._set(node, "memory.limit_in_bytes", memory)
+                self._check(node, "memory.limit_in_bytes", self._memory)
+                if self._set(node, "memory.memsw.limit_in_bytes", memory, optional=True):
+                    self._check(node, "memory.memsw.limit_in_bytes", self._memory)
+
+    def _members(self) -> set[int]:
+        """The pids (thread-group ids) in the group, in any of its hierarchies."""
+        pids: set[int] = set()
+        for node in self._nodes:
+            if node.fd < 0:
+                continue
+            try:
+                text = _read_dir_file(node.fd, "cgroup.procs")
+            except OSError:
+                continue
+            pids.update(int(word) for word in text.split() if word.isdigit())
+        pids.discard(os.getpid())  # cannot be listed; but never kill the caller anyway
+        return pids
+
+    def _kill_round(self, pids: set[int]) -> None:
+        """SIGKILL the listed pids that are still members, never a reused pid.
+
+        A pidfd is opened for each pid first, the membership read again, and only then
+        the signal sent through the pidfd: a pid that exited and was reused outside the
+        group is no longer listed, and a pidfd always names the process it was opened
+        for.  Without pidfds (Linux < 5.3, Python without ``os.pidfd_open``), plain kill.
+        """
+        pidfd_open = getattr(os, "pidfd_open", None)
+        send = getattr(signal, "pidfd_send_signal", None)
+        pidfds: dict[int, int] = {}
+        plain: set[int] = set()
+        for pid in pids:
+            if pidfd_open is None or send is None:
+                plain.add(pid)
+                continue
+            try:
+                pidfds[pid] = pidfd_open(pid)
+            except ProcessLookupError:
+                pass
+            except OSError:
+                plain.add(pid)  # ENOSYS, or EINVAL for an odd task: fall back
+        try:
+            inside = self._members() if pidfds else set()
+            for pid, pidfd in pidfds.items():
+                if pid in inside:
+                    with contextlib.suppress(OSError):
+                        send(pidfd, signal.SIGKILL)
+        finally:
+            for pidfd in pidfds.values():
+                os.close(pidfd)
+        for pid in plain:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+    def _read_usage(self) -> CgroupUsage:
+        """Read the counters of every hierarchy; a counter that cannot be read is None/False."""
+        peak: int | None = None
+        memory_exceeded = pids_exceeded = False
+        cpu_time: float | None = None
+        for node in self._nodes:
+            v2 = node.hierarchy.version == 2
+            if "memory" in node.controllers:
+                if v2:
+                    peak = _read_int(node.fd, "memory.peak")
+                    events = _read_keyed(node.fd, "memory.events")
+                    memory_exceeded = any(events.get(k, 0) > 0 for k in ("max", "oom", "oom_kill"))
+                else:
+                    peak = _read_int(node.fd, "memory.max_usage_in_bytes")
+                    oom = _read_keyed(node.fd, "memory.oom_control")
+                    memory_exceeded = (
+                        (_read_int(node.fd, "memory.failcnt") or 0) > 0
+                        or (_read_int(node.fd, "memory.memsw.failcnt") or 0) > 0
+                        or oom.get("under_oom", 0) > 0
+                        or oom.get("oom_kill", 0) > 0
+                    )
+            if "pids" in node.controllers:
+                pids_exceeded = _read_keyed(node.fd, "pids.events").get("max", 0) > 0
+            if v2 and cpu_time is None:
+                usec = _read_keyed(node.fd, "cpu.stat").get("usage_usec")
+                cpu_time = None if usec is None else usec / 1e6
+            if _CPUACCT in node.controllers:
+                nsec = _read_int(node.fd, "cpuacct.usage")
+                cpu_time = None if nsec is None else nsec / 1e9
+        return CgroupUsage(
+            peak_memory=peak,
+            memory_exceeded=memory_exceeded,
+            pids_exceeded=pids_exceeded,
+            cpu_time=cpu_time,
+        )
+
+    def _teardown(self) -> None:
+        """Close, kill, snapshot the counters, remove; bounded, and never raises."""
+        if self._state == "exited":
+            return
+        self._state = "exited"
+        for fd in self._procs_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._procs_fds = []
+        try:
+            if any(node.fd >= 0 for node in self._nodes):
+                self.kill(_KILL_SECONDS)
+                self._final = self._read_usage()
+        except Exception:
+            pass
+        if self._final is None:
+            self._final = CgroupUsage(None, False, False, None)
+        deadline = time.monotonic() + _REMOVE_SECONDS
+        for node in self._nodes:
+            try:
+                self._remove(node, deadline)
+            except Exception:
+                pass
+            finally:
+                node.close()
+
+    def _remove(self, node: _Node, deadline: float) -> None:
+        """rmdir the node's group, retrying while the kernel finishes the last exits."""
+        if node.fd >= 0:
+            os.close(node.fd)
+            node.fd = -1
+        if node.parent_fd < 0 or not node.name:
+            return
+        pause = 0.001
+        while True:
+            try:
+                os.rmdir(node.name, dir_fd=node.parent_fd)
+                return
+            except FileNotFoundError:
+                return
+            except OSError as exc:
+                if exc.errno != errno.EBUSY or time.monotonic() >= deadline:
+                    _remove_later(node.hierarchy, node.name)
+                    return
+            time.sleep(pause)
+            pause = min(pause * 2, 0.02)
+
+
+def _read_int(dir_fd: int, name: str) -> int | None:
+    """The integer in a one-value control file, or None when it cannot be read."""
+    try:
+        text = _read_dir_file(dir_fd, name).strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _read_keyed(dir_fd: int, name: str) -> dict[str, int]:
+    """The ``key value`` lines of a control file (empty when it cannot be read)."""
+    try:
+        text = _read_dir_file(dir_fd, name)
+    except OSError:
+        return {}
+    values = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            values[parts[0]] = int(parts[1])
+    return values
+
+
+_probed: CgroupSupport | None = None
+_probe_lock = threading.Lock()
+
+
+def probe() -> CgroupSupport:
+    """Whether per-sandbox pids and memory groups can be made here; cached per process.
+
+    Each controller is tried for real: a trial group is made with a limit set, then
+    removed, and so is the parent group ``pysandbox`` when the probe made it.  On cgroup
+    v2 the controllers the probe enabled in the root's ``cgroup.subtree_control`` stay
+    enabled (as the first sandbox would leave them: turning them off could break another
+    user of the hierarchy, and they cost nothing while no group uses them).
+    """
+    global _probed
+    with _probe_lock:
+        if _probed is None:
+            _probed = _probe()
+        return _probed
+
+
+def _probe() -> CgroupSupport:
+    """The uncached probe."""
+    found = _discover()
+    versions = {found[c].version for c in _LIMITED if c in found}
+    parents_before = {h: _parent_exists(h) for h in set(found.values())}
+    supported: dict[str, bool] = {}
+    # Why each controller failed, and a key telling failures of one cause apart.
+    failures: dict[str, tuple[str, object]] = {}
+    for controller, limits in (
+        ("pids", {"processes": _TRIAL_PROCESSES, "memory": None}),
+        ("memory", {"processes": None, "memory": _TRIAL_MEMORY}),
+    ):
+        supported[controller] = False
+        if controller not in found:
+            failures[controller] = (_missing(controller), "missing")
+            continue
+        try:
+            with SandboxCgroup(**limits):
+                pass
+        except SandboxError as exc:
+            cause = exc.__cause__
+            key = cause.errno if isinstance(cause, OSError) else str(exc)
+            failures[controller] = (str(exc), key)
+        else:
+            supported[controller] = True
+    for hierarchy, existed in parents_before.items():
+        if not existed:
+            _remove_parent(hierarchy)
+    if not failures:
+        reason = ""
+    elif len(failures) == 2 and failures["pids"][1] == failures["memory"][1]:
+        reason = _missing("pids and memory") if not versions else failures["pids"][0]
+    else:
+        reason = "; ".join(f"{controller}: {why}" for controller, (why, _) in failures.items())
+    return CgroupSupport(
+        pids=supported["pids"],
+        memory=supported["memory"],
+        version=max(versions) if versions else None,
+        reason=reason,
+    )
+
+
+def _parent_exists(hierarchy: _Hierarchy) -> bool:
+    """Whether ``<mount>/pysandbox`` exists now."""
+    try:
+        fd = _open_parent(hierarchy, frozenset(), create=False)
+    except (OSError, SandboxError):
+        return False
+    os.close(fd)
+    return True
+
+
+def _remove_parent(hierarchy: _Hierarchy) -> None:
+    """Remove ``<mount>/pysandbox`` if it is empty (another sandbox may be using it)."""
+    try:
+        root_fd = _open_dir(hierarchy.mountpoint, hierarchy.dev)
+    except OSError:
+        return
+    try:
+        with _parent_lock:
+            os.rmdir(PARENT, dir_fd=root_fd)
+    except OSError:
+        pass  # EBUSY: a group of another sandbox lives there now; ENOENT: gone
+    finally:
+        os.close(root_fd)
