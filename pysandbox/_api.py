@@ -7,6 +7,7 @@ import operator
 import resource
 
 from . import _bwrap
+from ._confine import confine
 from ._errors import SandboxError
 from ._launch import launch
 from ._types import ProcessOutput
@@ -15,6 +16,9 @@ __all__ = ["eval_in_sandbox"]
 
 #: Larger limits than these overflow the kernel's types or mean nothing on any host.
 _MAX_BYTES = 2**62
+#: The processes (threads included) one eval_in_sandbox sandbox may have at once: the
+#: reference set no cap, which let a fork bomb exhaust the host's pids.
+PROCESSES = 64
 
 
 def _validate_code(python_code: object) -> bytes:
@@ -86,19 +90,19 @@ def eval_in_sandbox(
     python = _bwrap.find_python()
     argv = _bwrap.eval_argv(_bwrap.find_bwrap(), python)
     mem_bytes = mem_mb * 2**20
-    ran = launch(
-        argv,
-        code=code,
-        rlimits=[
-            (resource.RLIMIT_CPU, cpu_sec, cpu_sec),
-            (resource.RLIMIT_AS, mem_bytes, mem_bytes),
-        ],
-        stdout_cap=io_bytes,
-        stderr_cap=io_bytes,
-        kill_on_cap=True,
-        timeout=timeout,
-        text=True,
-    )
+    limits = [(resource.RLIMIT_CPU, cpu_sec, cpu_sec), (resource.RLIMIT_AS, mem_bytes, mem_bytes)]
+    with confine(processes=PROCESSES, memory_total=None, rlimits=limits) as confinement:
+        ran = launch(
+            argv,
+            code=code,
+            rlimits=confinement.rlimits,
+            cgroup_procs=confinement.cgroup_procs,
+            stdout_cap=io_bytes,
+            stderr_cap=io_bytes,
+            kill_on_cap=True,
+            timeout=timeout,
+            text=True,
+        )
     if ran.timed_out:
         raise SandboxError("Process timed out")
     if ran.killed_on_cap or ran.stdout_truncated or ran.stderr_truncated:

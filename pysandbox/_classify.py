@@ -11,12 +11,14 @@ The rules, the first that applies wins:
    died of ``SIGXCPU`` (the per-process ``RLIMIT_CPU`` backstop), or of ``SIGKILL``
    with ``cpu_time >= cpu_limit`` (the backstop's hard limit) gives
    ``CPU_TIME_EXCEEDED``.
-4. The program failed (a non-zero exit code or a signal) and either the last non-empty
+4. The program failed (a non-zero exit code or a signal) and either the sandbox's
+   memory cgroup reached its limit (exact, where there is one), or the last non-empty
    line of its stderr is a Python ``MemoryError`` (it starts with ``b"MemoryError"``
    followed by the end of the line or ``b":"``), or its peak RSS reached
-   ``RSS_NEAR_LIMIT`` of the memory limit, gives ``MEMORY_EXCEEDED``.  Best effort:
-   ``RLIMIT_AS`` makes an allocation fail, and a program may report that in its own
-   way, or crash, without ever growing its resident set near the limit.
+   ``RSS_NEAR_LIMIT`` of the memory limit, gives ``MEMORY_EXCEEDED``.  Without a
+   memory cgroup this is best effort: ``RLIMIT_AS`` makes an allocation fail, and a
+   program may report that in its own way, or crash, without ever growing its
+   resident set near the limit.
 5. A signal gives ``SIGNALED``; exit code 0 gives ``OK``; any other code
    ``NONZERO_EXIT``.
 
@@ -110,11 +112,14 @@ def _cpu_exceeded(
     return signal == _signal.SIGKILL and cpu_time >= cpu_limit
 
 
-def _memory_exceeded(failed: bool, stderr: bytes, max_rss: int, memory_limit: int) -> bool:
-    """Rule 4: the program failed and a ``MemoryError`` or its peak RSS says why."""
+def _memory_exceeded(
+    failed: bool, stderr: bytes, max_rss: int, memory_limit: int, limit_hit: bool
+) -> bool:
+    """Rule 4: the program failed and the memory cgroup, a ``MemoryError`` or its peak
+    RSS says why."""
     if not failed:
         return False
-    return is_memory_error(stderr) or max_rss >= memory_limit * RSS_NEAR_LIMIT
+    return limit_hit or is_memory_error(stderr) or max_rss >= memory_limit * RSS_NEAR_LIMIT
 
 
 def classify(
@@ -129,6 +134,7 @@ def classify(
     stderr: bytes,
     max_rss: int,
     memory_limit: int,
+    memory_limit_hit: bool = False,
 ) -> tuple[Status, int | None, int | None]:
     """``(status, returncode, signal)`` of a finished run, by the rules of this module.
 
@@ -144,6 +150,7 @@ def classify(
     :param stderr: the stderr that was kept.
     :param max_rss: bytes, the peak RSS of the largest process.
     :param memory_limit: ``Limits.memory``.
+    :param memory_limit_hit: the sandbox's memory cgroup reached its limit.
     :return: the status, and the exit code or the signal (exactly one is not None).
         When the sandbox was killed on a limit (rules 1 to 3) and no status tells how
         the program ended, it died of the C core's ``SIGKILL``: ``(status, None, 9)``.
@@ -163,7 +170,7 @@ def classify(
         return Status.OUTPUT_EXCEEDED, returncode, signal
     if _cpu_exceeded(cpu_exceeded, signal, cpu_time, cpu_limit):
         return Status.CPU_TIME_EXCEEDED, returncode, signal
-    if _memory_exceeded(returncode != 0, stderr, max_rss, memory_limit):
+    if _memory_exceeded(returncode != 0, stderr, max_rss, memory_limit, memory_limit_hit):
         return Status.MEMORY_EXCEEDED, returncode, signal
     if signal is not None:
         return Status.SIGNALED, returncode, signal

@@ -140,6 +140,7 @@ def launch(
     stdin: bytes = b"",
     on_stdout: Callable[[bytes], bytes | None] | None = None,
     text: bool = False,
+    cgroup_procs: Sequence[int] = (),
 ) -> Ran:
     """Run ``argv`` (a bwrap command line from ``_bwrap``) and return the C core's facts.
 
@@ -162,6 +163,7 @@ def launch(
             argv,
             [],
             rlimits=[*rlimits, (resource.RLIMIT_CORE, 0, 0)],
+            cgroup_procs=cgroup_procs,
             pass_fds=[seccomp_fd, code_fd],
             captures=[REPORT_CAP],
             stdin=stdin,

@@ -9,7 +9,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, Union
 
 from . import _bwrap, _sandbox
+from ._cgroup import CgroupUsage
 from ._classify import classify
+from ._confine import Confinement, confine
 from ._errors import SandboxError
 from ._files import decode_files, encode_files
 from ._launch import REPORT_CAP, bwrap_report, setup_failure, spawn_failure, write_memfd
@@ -121,17 +123,12 @@ def _stdin_plan(
     return first, on_stdout
 
 
-def _rlimits(limits: Limits) -> list[tuple[int, int, int]]:
-    """The limits for the sandbox.  ``RLIMIT_NPROC`` counts every process of a uid, so it
-    is set only where that uid is the sandbox's own (``nobody`` for a root caller); for a
-    non-root caller it would count the caller's other processes too.  A non-root caller
-    cannot raise a hard limit, so each limit is at most the caller's own."""
+def _within_own_limits(rlimits: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """A non-root caller cannot raise a hard limit: each limit is at most its own."""
     if os.geteuid() == 0:
-        return limits.rlimits()
+        return rlimits
     capped = []
-    for which, soft, hard in limits.rlimits():
-        if which == resource.RLIMIT_NPROC:
-            continue
+    for which, soft, hard in rlimits:
         ceiling = resource.getrlimit(which)[1]
         if ceiling != resource.RLIM_INFINITY:
             soft, hard = min(soft, ceiling), min(hard, ceiling)
@@ -230,31 +227,51 @@ def _execute(
             files_in=files_stream is not None,
             code=code is not None,
         )
-        try:
-            raw = _sandbox.run(
-                argv,
-                [],
-                rlimits=_rlimits(limits),
-                pass_fds=fds,
-                captures=[REPORT_CAP, INIT_REPORT_CAP, limits.files_out + FILES_OVERHEAD],
-                stdin=initial,
-                on_stdout=on_stdout,
-                stdout_cap=limits.stdout,
-                stderr_cap=limits.stderr,
-                kill_on_cap=not limits.truncate_output,
-                timeout=limits.wall_time,
-                cpu_limit=limits.cpu_time,
-                cancel=cancel,
-            )
-        except OSError as exc:
-            raise spawn_failure(exc) from exc
+        with confine(
+            processes=limits.processes,
+            memory_total=limits.memory + limits.disk,
+            rlimits=limits.rlimits(),
+        ) as confinement:
+            raw = _spawn(argv, fds, limits, initial, on_stdout, cancel, confinement)
+            usage = confinement.usage()
     finally:
         for fd in fds:
             os.close(fd)
-    return _result(raw, limits)
+    return _result(raw, limits, usage)
 
 
-def _result(raw: _sandbox.RawResult, limits: Limits) -> Result:
+def _spawn(
+    argv: list[str],
+    fds: list[int],
+    limits: Limits,
+    initial: bytes,
+    on_stdout: Callable[[bytes], bytes | None] | None,
+    cancel: CancelEvent | None,
+    confinement: Confinement,
+) -> _sandbox.RawResult:
+    """One call of the C core for ``_execute``; a failed spawn is a ``SandboxError``."""
+    try:
+        return _sandbox.run(
+            argv,
+            [],
+            rlimits=_within_own_limits(confinement.rlimits),
+            cgroup_procs=confinement.cgroup_procs,
+            pass_fds=fds,
+            captures=[REPORT_CAP, INIT_REPORT_CAP, limits.files_out + FILES_OVERHEAD],
+            stdin=initial,
+            on_stdout=on_stdout,
+            stdout_cap=limits.stdout,
+            stderr_cap=limits.stderr,
+            kill_on_cap=not limits.truncate_output,
+            timeout=limits.wall_time,
+            cpu_limit=limits.cpu_time,
+            cancel=cancel,
+        )
+    except OSError as exc:
+        raise spawn_failure(exc) from exc
+
+
+def _result(raw: _sandbox.RawResult, limits: Limits, usage: CgroupUsage | None) -> Result:
     """Turn the C core's facts into a ``Result``, or raise for a sandbox that never ran."""
     if raw["cancelled"]:
         raise Cancelled("the run was cancelled; the sandbox was killed")
@@ -283,6 +300,7 @@ def _result(raw: _sandbox.RawResult, limits: Limits) -> Result:
             stderr=stderr,
             max_rss=max_rss,
             memory_limit=limits.memory,
+            memory_limit_hit=usage is not None and usage.memory_exceeded,
         )
     except ValueError as exc:
         raise SandboxError(f"the sandbox ended without telling how: {exc}") from None
@@ -319,8 +337,9 @@ def run(
         A program that cannot be executed ends with exit code 127 and says why on stderr.
     :param stdin: None (closed), bytes or str (UTF-8) fed completely, then closed; or a
         callable for interactive programs, called once with ``b""`` and then with each
-        chunk of stdout as it arrives, returning bytes or str to write, ``b""`` for
-        nothing now, or None to close stdin.  If it raises, the sandbox is killed and
+        chunk of stdout as it arrives (what the pipe delivered: part of a line, or
+        several lines), returning bytes or str to write, ``b""`` for nothing now, or
+        None to close stdin.  If it raises, the sandbox is killed and
         reaped and the exception propagates.
     :param limits: the limits (``Limits()`` when None).
     :param files: input files placed in the working directory ``/sandbox``, by relative

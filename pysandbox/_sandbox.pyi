@@ -39,5 +39,6 @@ def run(
     cpu_limit: float = ...,
     cancel: _Cancel | None = ...,
     text: bool = ...,
+    cgroup_procs: Sequence[int] = ...,
 ) -> RawResult: ...
 def seccomp_program() -> bytes: ...

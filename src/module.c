@@ -187,16 +187,16 @@ static Py_ssize_t parse_rlimits(PyObject *seq, struct sbx_rlimit *out)
  * parse_fds: fill out[] from a sequence of fd numbers.  Needs the GIL.
  * Returns the count or -1 with an exception set.
  */
-static Py_ssize_t parse_fds(PyObject *seq, int *out)
+static Py_ssize_t parse_fds(PyObject *seq, int *out, Py_ssize_t max, const char *what)
 {
-    PyObject *fast = sequence_snapshot(seq, "pass_fds");
+    PyObject *fast = sequence_snapshot(seq, what);
     Py_ssize_t i, n;
     if (fast == NULL)
         return -1;
     n = PyTuple_GET_SIZE(fast);
-    if (n > SBX_MAX_PASS_FDS) {
+    if (n > max) {
         Py_DECREF(fast);
-        PyErr_SetString(PyExc_ValueError, "too many pass_fds");
+        PyErr_Format(PyExc_ValueError, "too many %s", what);
         return -1;
     }
     for (i = 0; i < n; i++) {
@@ -207,7 +207,7 @@ static Py_ssize_t parse_fds(PyObject *seq, int *out)
         }
         if (fd < 0 || fd > INT_MAX) {
             Py_DECREF(fast);
-            PyErr_SetString(PyExc_ValueError, "pass_fds must be valid fd numbers");
+            PyErr_Format(PyExc_ValueError, "%s must be valid fd numbers", what);
             return -1;
         }
         out[i] = (int)fd;
@@ -391,7 +391,8 @@ fail:
 PyDoc_STRVAR(run_doc,
              "run($module, /, argv, env, *, rlimits=(), pass_fds=(), captures=(), stdin=b'',\n"
              "    on_stdout=None, stdout_cap=sys.maxsize, stderr_cap=sys.maxsize,\n"
-             "    kill_on_cap=False, timeout, cpu_limit=0.0, cancel=None, text=False)\n"
+             "    kill_on_cap=False, timeout, cpu_limit=0.0, cancel=None, text=False,\n"
+             "    cgroup_procs=())\n"
              "--\n\n"
              "Spawn argv[0] (an absolute path) with argv and env, apply rlimits in the\n"
              "child, map pass_fds to fds 3, 4, ... and close every other fd.  Each cap in\n"
@@ -403,7 +404,9 @@ PyDoc_STRVAR(run_doc,
              "'cancelled').  Without on_stdout, stdin is closed once written; with it,\n"
              "on_stdout(chunk) returns bytes to write or None to close stdin.  With\n"
              "text, stdout and stderr are str decoded from UTF-8 without the ASCII white\n"
-             "space at their ends, or None where they are not UTF-8.  Returns a dict of\n"
+             "space at their ends, or None where they are not UTF-8.  The child writes\n"
+             "\"0\" to each fd of cgroup_procs (cgroup.procs files) before the exec.\n"
+             "Returns a dict of\n"
              "facts; raises OSError if the child could not be started.");
 
 /*
@@ -414,11 +417,13 @@ PyDoc_STRVAR(run_doc,
  */
 static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"argv",    "env",       "rlimits",    "pass_fds",   "captures",
-                               "stdin",   "on_stdout", "stdout_cap", "stderr_cap", "kill_on_cap",
-                               "timeout", "cpu_limit", "cancel",     "text",       NULL};
+    static char *keywords[] = {"argv",       "env",         "rlimits",      "pass_fds",
+                               "captures",   "stdin",       "on_stdout",    "stdout_cap",
+                               "stderr_cap", "kill_on_cap", "timeout",      "cpu_limit",
+                               "cancel",     "text",        "cgroup_procs", NULL};
     PyObject *argv_obj, *env_obj, *rlimits_obj = NULL, *fds_obj = NULL, *on_stdout = Py_None;
-    PyObject *captures_obj = NULL, *cancel = Py_None;
+    PyObject *captures_obj = NULL, *cancel = Py_None, *cgroups_obj = NULL;
+    int cgroup_fds[SBX_MAX_CGROUPS];
     Py_buffer stdin_view = {0};
     Py_ssize_t stdout_cap = PY_SSIZE_T_MAX, stderr_cap = PY_SSIZE_T_MAX, n;
     int kill_on_cap = 0, text = 0, pump_rc, spawn_rc;
@@ -441,10 +446,10 @@ static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
     memset(&outcome, 0, sizeof outcome);
     memset(&config, 0, sizeof config);
     memset(&ctx, 0, sizeof ctx);
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOOy*OnnpddOp:run", keywords, &argv_obj,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOOy*OnnpddOpO:run", keywords, &argv_obj,
                                      &env_obj, &rlimits_obj, &fds_obj, &captures_obj, &stdin_view,
                                      &on_stdout, &stdout_cap, &stderr_cap, &kill_on_cap, &timeout,
-                                     &cpu_limit, &cancel, &text))
+                                     &cpu_limit, &cancel, &text, &cgroups_obj))
         return NULL;
     if (stdout_cap < 0 || stderr_cap < 0 || !(timeout > 0) || !isfinite(timeout) ||
         !(cpu_limit >= 0) || !isfinite(cpu_limit)) {
@@ -481,10 +486,16 @@ static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
         spec.n_rlimits = (size_t)n;
     }
     if (fds_obj != NULL) {
-        if ((n = parse_fds(fds_obj, pass_fds)) < 0)
+        if ((n = parse_fds(fds_obj, pass_fds, SBX_MAX_PASS_FDS, "pass_fds")) < 0)
             goto cleanup;
         spec.pass_fds = pass_fds;
         spec.n_pass_fds = (size_t)n;
+    }
+    if (cgroups_obj != NULL) {
+        if ((n = parse_fds(cgroups_obj, cgroup_fds, SBX_MAX_CGROUPS, "cgroup_procs")) < 0)
+            goto cleanup;
+        spec.cgroup_fds = cgroup_fds;
+        spec.n_cgroup_fds = (size_t)n;
     }
     if (stdin_view.buf != NULL &&
         sbx_buffer_append(&input.pending, stdin_view.buf, (size_t)stdin_view.len) != 0) {

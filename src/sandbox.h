@@ -15,6 +15,7 @@
 #define SBX_MAX_RLIMITS 16
 #define SBX_MAX_PASS_FDS 16
 #define SBX_MAX_CAPTURES 4
+#define SBX_MAX_CGROUPS 4
 
 /* One resource limit the child applies to itself before exec. */
 struct sbx_rlimit {
@@ -40,6 +41,8 @@ struct sbx_spec {
     const int *pass_fds;
     size_t n_pass_fds;
     size_t n_captures;
+    const int *cgroup_fds; /* cgroup.procs files the child joins (writes "0") */
+    size_t n_cgroup_fds;
     int close_fds_above; /* highest fd number to scan when close_range is missing */
 };
 
@@ -63,6 +66,7 @@ enum sbx_stage {
     SBX_STAGE_SIGNALS,
     SBX_STAGE_PDEATHSIG,
     SBX_STAGE_RLIMIT,
+    SBX_STAGE_CGROUP,
     SBX_STAGE_DUP2,
     SBX_STAGE_CLOSE_FDS,
     SBX_STAGE_EXEC,

@@ -72,6 +72,8 @@ const char *sbx_stage_name(int stage)
         return "prctl(PR_SET_PDEATHSIG) in the child";
     case SBX_STAGE_RLIMIT:
         return "setrlimit in the child";
+    case SBX_STAGE_CGROUP:
+        return "joining the sandbox's cgroup in the child";
     case SBX_STAGE_DUP2:
         return "dup2 in the child";
     case SBX_STAGE_CLOSE_FDS:
@@ -107,7 +109,9 @@ static void child_fail(struct child_args *args, int stage)
  *   1. every signal back to SIG_DFL: exec keeps ignored dispositions, and
  *      Python ignores SIGPIPE and SIGXFSZ, which the sandboxed program must
  *      see at their defaults;
- *   2. the resource limits (what prlimit(1) would do);
+ *   2. the resource limits (what prlimit(1) would do), and the sandbox's
+ *      cgroups (writing "0" to their cgroup.procs moves this process), so
+ *      that every process of the sandbox is born inside them;
  *   3. die with the spawning thread (PR_SET_PDEATHSIG), and at once if the
  *      parent is already gone;
  *   4. the pipes, passed fds and capture pipes onto 0, 1, 2, 3...: every
@@ -144,6 +148,11 @@ static int child_main(void *opaque)
         rl.rlim_max = spec->rlimits[i].hard;
         if (setrlimit(spec->rlimits[i].resource, &rl) != 0)
             child_fail(args, SBX_STAGE_RLIMIT);
+    }
+
+    for (i = 0; i < spec->n_cgroup_fds; i++) {
+        if (write(spec->cgroup_fds[i], "0", 1) != 1)
+            child_fail(args, SBX_STAGE_CGROUP);
     }
 
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)

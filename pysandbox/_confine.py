@@ -1,0 +1,96 @@
+"""Choose, for one run, what enforces the process cap and the total memory cap.
+
+A per-sandbox cgroup when the host lets this process make one (root, cgroup v1 or v2):
+it counts exactly this sandbox's processes and memory, tmpfs pages included.  Else
+``RLIMIT_NPROC``, which the kernel counts per uid: for a root caller that uid is the
+sandbox's own (``nobody``); for a non-root caller it is the caller's, so the cap is set
+above the caller's current count.  Without a memory cgroup, the memory limit is the
+per-process ``RLIMIT_AS`` alone.  ``Confinement`` says which mechanism did what, for
+``selftest`` and for the README's security model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import resource
+from collections.abc import Iterator, Sequence
+
+from ._cgroup import CgroupUsage, SandboxCgroup, probe
+
+__all__ = ["Confinement", "confine"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Confinement:
+    """The mechanisms of one run, and what to hand to the C core."""
+
+    #: How the process cap is enforced, in words.
+    processes_by: str
+    #: How the total memory cap is enforced, in words ("" when there is none).
+    memory_by: str
+    #: The rlimits for the C core, ``RLIMIT_NPROC`` included or not as chosen.
+    rlimits: list[tuple[int, int, int]]
+    #: The cgroup.procs fds the spawned child joins.
+    cgroup_procs: list[int]
+    #: The group, for its usage after the run; None without one.
+    cgroup: SandboxCgroup | None
+
+    def usage(self) -> CgroupUsage | None:
+        return self.cgroup.usage() if self.cgroup is not None else None
+
+
+def _processes_of(uid: int) -> int:
+    """How many processes (threads included, as RLIMIT_NPROC counts) uid has now."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            status = os.stat(f"/proc/{entry}")
+            if status.st_uid == uid:
+                count += len(os.listdir(f"/proc/{entry}/task"))
+        except OSError:
+            continue
+    return count
+
+
+@contextlib.contextmanager
+def confine(
+    *, processes: int, memory_total: int | None, rlimits: Sequence[tuple[int, int, int]]
+) -> Iterator[Confinement]:
+    """Set up the caps of one run; the cgroup (if any) is removed on exit, with every
+    process left in it killed.  ``rlimits`` may hold an ``RLIMIT_NPROC`` entry, which is
+    replaced by the choice made here."""
+    support = probe()
+    base = [item for item in rlimits if item[0] != resource.RLIMIT_NPROC]
+    want_memory = memory_total if support.memory else None
+    want_pids = processes if support.pids else None
+    if want_pids is None and want_memory is None:
+        yield _without_cgroup(processes, base, support.reason)
+        return
+    with SandboxCgroup(processes=want_pids, memory=want_memory) as group:
+        version = f"cgroup v{support.version}"
+        if want_pids is not None:
+            processes_by = f"{version} pids controller, this sandbox only"
+            limits = base
+        else:
+            fallback = _without_cgroup(processes, base, support.reason)
+            processes_by, limits = fallback.processes_by, fallback.rlimits
+        memory_by = f"{version} memory controller, this sandbox only" if want_memory else ""
+        yield Confinement(processes_by, memory_by, limits, group.procs_fds, group)
+
+
+def _without_cgroup(processes: int, base: list[tuple[int, int, int]], reason: str) -> Confinement:
+    if os.geteuid() == 0:
+        cap, by = processes, "RLIMIT_NPROC of uid nobody (shared by every sandbox)"
+    else:
+        hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+        cap = _processes_of(os.getuid()) + processes
+        if hard != resource.RLIM_INFINITY:
+            cap = min(cap, hard)
+        by = "RLIMIT_NPROC of the caller's uid, above its current count"
+    note = f" (no cgroup: {reason})" if reason else ""
+    rlimits = [*base, (resource.RLIMIT_NPROC, cap, cap)]
+    return Confinement(by + note, "", rlimits, [], None)
