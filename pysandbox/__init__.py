@@ -12,14 +12,17 @@ from ._async import run_async, run_python_async
 from ._errors import SandboxError
 from ._limits import Limits
 from ._run import Cancelled, run, run_python
+from ._selftest import Check, SelftestReport, selftest
 from ._types import ProcessOutput, Result, Status
 
 __all__ = [
     "Cancelled",
+    "Check",
     "Limits",
     "ProcessOutput",
     "Result",
     "SandboxError",
+    "SelftestReport",
     "Status",
     "__version__",
     "eval_in_sandbox",
@@ -27,6 +30,7 @@ __all__ = [
     "run_async",
     "run_python",
     "run_python_async",
+    "selftest",
 ]
 
 __version__ = "0.1.0"

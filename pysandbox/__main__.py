@@ -1,4 +1,5 @@
-"""``python -m pysandbox``: run the reference implementation's demo program in the sandbox.
+"""``python -m pysandbox``: run the reference implementation's demo program in the sandbox;
+``python -m pysandbox --selftest``: attack a sandbox on this host and report what holds.
 
 The program greets on stdout, shows who and where it is and its environment, tries to
 write a file and to delete its own code, greets on stderr, and exits 42.  Inside the
@@ -10,6 +11,7 @@ from __future__ import annotations
 import sys
 
 from ._api import eval_in_sandbox
+from ._selftest import selftest
 
 DEMO_PROGRAM = r"""
 import json
@@ -37,8 +39,17 @@ sys.exit(42)
 """
 
 
-def main() -> int:
-    """Run the demo and print what came back; exit 0 when the sandbox behaved as expected."""
+def main(argv: list[str] | None = None) -> int:
+    """Run the demo (or the self-test) and print what came back; exit 0 when the
+    sandbox behaved as expected."""
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--selftest"]:
+        report = selftest()
+        print(report)
+        return 0 if report else 1
+    if args:
+        print("usage: python -m pysandbox [--selftest]", file=sys.stderr)
+        return 2
     result = eval_in_sandbox(DEMO_PROGRAM)
     print(f"Stdout:     {result.stdout}")
     print(f"Stderr:     {result.stderr}")

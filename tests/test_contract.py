@@ -162,7 +162,7 @@ def test_one_mebibyte_script_runs() -> None:
 def test_demo_module_runs_the_reference_demo(capsys: pytest.CaptureFixture[str]) -> None:
     from pysandbox.__main__ import main
 
-    assert main() == 0
+    assert main([]) == 0
     out = capsys.readouterr().out
     assert "Hello World from stdout!" in out
     assert "Writing to a file failed with: [Errno 30] Read-only file system" in out

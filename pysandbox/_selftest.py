@@ -1,0 +1,181 @@
+"""``selftest()``: attack a real sandbox on this host and report which protections hold.
+
+Each check runs code in a sandbox that tries to break one protection, and looks at the
+result (and, for the network, at a listener on the host).  A protection that does not
+hold is reported with the fix; nothing here weakens a sandbox to make a check pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+from collections.abc import Callable
+
+from ._cgroup import probe
+from ._confine import confine
+from ._errors import SandboxError
+from ._limits import Limits
+from ._run import run_python
+
+__all__ = ["Check", "SelftestReport", "selftest"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One protection: whether it held, what was seen, and the fix when it did not."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class SelftestReport:
+    """Every check of one ``selftest()``; true when all of them held."""
+
+    checks: tuple[Check, ...]
+
+    def __bool__(self) -> bool:
+        return all(check.ok for check in self.checks)
+
+    def __str__(self) -> str:
+        lines = []
+        for check in self.checks:
+            mark = "yes" if check.ok else "NO "
+            lines.append(f"[{mark}] {check.name}: {check.detail}")
+            if not check.ok and check.fix:
+                lines.append(f"       fix: {check.fix}")
+        return "\n".join(lines)
+
+
+def _sandboxed(code: str, limits: Limits | None = None) -> str:
+    result = run_python(code, limits=limits or Limits(wall_time=20, cpu_time=5))
+    return result.stdout_text().strip() + result.stderr_text().strip()[-200:]
+
+
+_NAMESPACES = """
+import os
+print(os.getpid(), sorted(os.listdir("/sys/class/net")) if os.path.exists("/sys/class/net")
+      else [line.split(":")[0].strip() for line in open("/proc/net/dev").readlines()[2:]])
+"""
+
+_IDENTITY = """
+import os
+status = dict(line.split(":\\t", 1) for line in open("/proc/self/status").read().splitlines())
+print(os.getuid(), status["CapEff"].strip(), status["NoNewPrivs"].strip())
+"""
+
+_SYSCALLS = """
+import ctypes, errno, platform
+libc = ctypes.CDLL(None, use_errno=True)
+numbers = {
+    "x86_64": {"ptrace": 101, "unshare": 272, "bpf": 321, "keyctl": 250, "mount": 165},
+    "aarch64": {"ptrace": 117, "unshare": 97, "bpf": 280, "keyctl": 219, "mount": 40},
+}[platform.machine()]
+arguments = {"ptrace": (0, 1, 0, 0), "unshare": (0x10000000,), "bpf": (0, 0, 0),
+             "keyctl": (0, 0), "mount": (0, 0, 0, 0, 0)}
+calls = {name: (numbers[name], *arguments[name]) for name in numbers}
+refused = []
+for name, (nr, *args) in calls.items():
+    if libc.syscall(nr, *args) < 0 and ctypes.get_errno() == errno.EPERM:
+        refused.append(name)
+print(" ".join(refused))
+"""
+
+_FORK_BOMB = """
+import os, time
+children = 0
+try:
+    while children < 200:
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        children += 1
+except OSError:
+    pass
+print(children)
+"""
+
+
+def _check_namespaces() -> Check:
+    pid, interfaces = _sandboxed(_NAMESPACES).split(" ", 1)
+    ok = pid == "2" and interfaces == "['lo']"
+    detail = f"pid {pid} inside, network interfaces {interfaces}"
+    return Check("namespaces (pid, net, mount, ipc, uts)", ok, detail, "bubblewrap 0.8+")
+
+
+def _check_identity() -> Check:
+    uid, caps, no_new_privs = _sandboxed(_IDENTITY).split()
+    ok = uid != "0" and caps == "0000000000000000" and no_new_privs == "1"
+    detail = f"uid {uid}, effective capabilities {caps}, no_new_privs {no_new_privs}"
+    return Check("unprivileged identity", ok, detail, "report this: the init did not drop")
+
+
+def _check_seccomp() -> Check:
+    refused = _sandboxed(_SYSCALLS).split()
+    ok = set(refused) == {"ptrace", "unshare", "bpf", "keyctl", "mount"}
+    return Check("seccomp filter", ok, f"refused: {' '.join(refused) or 'none'}", "libseccomp")
+
+
+def _check_processes() -> Check:
+    with confine(processes=16, memory_total=None, rlimits=[]) as confinement:
+        mechanism = confinement.processes_by
+    started = _sandboxed(_FORK_BOMB, Limits(processes=16, wall_time=20, cpu_time=5))
+    ok = started.isdigit() and int(started) < 16
+    detail = f"a fork bomb got {started} processes of 16; enforced by {mechanism}"
+    fix = "run as root (a pids cgroup per sandbox) or delegate a cgroup v2 subtree"
+    return Check("process cap", ok, detail, fix)
+
+
+def _check_memory() -> Check:
+    support = probe()
+    if support.memory:
+        return Check("total memory cap", True, f"cgroup v{support.version} memory controller")
+    detail = f"per-process address space only (RLIMIT_AS): {support.reason}"
+    return Check("total memory cap", False, detail, "run as root to get a memory cgroup")
+
+
+def _check_network() -> Check:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.settimeout(0.2)
+    port = listener.getsockname()[1]
+    code = (
+        "import socket\ntry:\n"
+        f"    socket.create_connection(('127.0.0.1', {port}), timeout=1); print('connected')\n"
+        "except OSError as exc:\n    print('refused')"
+    )
+    try:
+        said = _sandboxed(code)
+        try:
+            listener.accept()[0].close()
+            reached = True
+        except OSError:
+            reached = False
+    finally:
+        listener.close()
+    ok = said == "refused" and not reached
+    seen = "reached" if reached else "not reached"
+    return Check("network", ok, f"a listener on the host's 127.0.0.1 was {seen}")
+
+
+def selftest() -> SelftestReport:
+    """Run the attacks (a few seconds) and say which protections hold on this host."""
+    checks: list[Callable[[], Check]] = [
+        _check_namespaces,
+        _check_identity,
+        _check_seccomp,
+        _check_processes,
+        _check_memory,
+        _check_network,
+    ]
+    results = []
+    for check in checks:
+        try:
+            results.append(check())
+        except (SandboxError, ValueError) as exc:
+            name = check.__name__.removeprefix("_check_")
+            results.append(Check(name, False, str(exc), "see the message"))
+    return SelftestReport(tuple(results))
