@@ -213,7 +213,7 @@ def namespace_options(identity: Identity | None) -> list[str]:
     identity, and the init empties every capability set there.
     """
     if identity is None:
-        return ["--unshare-all", "--cap-drop", "ALL"]
+        return ["--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
     return [
         "--unshare-pid",
         "--unshare-net",
