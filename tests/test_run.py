@@ -127,8 +127,9 @@ def unique_marker() -> str:
     return f"pysandbox-marker-{uuid.uuid4().hex}"
 
 
-def pids_with_marker(marker: str) -> list[int]:
-    """Pids of every live process whose command line contains ``marker``."""
+def pids_with_marker(marker: str, *, bwrap: bool = True) -> list[int]:
+    """Pids of every live process whose command line contains ``marker``; without
+    bwrap's own processes (whose argv holds the program's) when ``bwrap`` is false."""
     needle = marker.encode()
     found = []
     for entry in os.listdir("/proc"):
@@ -136,26 +137,31 @@ def pids_with_marker(marker: str) -> list[int]:
             continue
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                if needle in cmdline.read():
-                    found.append(int(entry))
+                if needle not in cmdline.read():
+                    continue
+            with open(f"/proc/{entry}/comm", "rb") as comm:
+                if not bwrap and comm.read().strip() == b"bwrap":
+                    continue
         except OSError:
             continue
+        found.append(int(entry))
     return found
 
 
-def survivors(marker: str, within: float = 2.0) -> list[int]:
-    """Processes with ``marker`` still alive after polling up to ``within`` seconds.
+def survivors(marker: str, within: float = 2.0, *, bwrap: bool = True) -> list[int]:
+    """Processes with ``marker`` still alive after polling up to ``within`` seconds
+    (bwrap's own processes left out when ``bwrap`` is false).
 
-    Survivors are recorded, then SIGKILLed by pid (this test started them), so a failing
-    run leaves nothing behind.
+    Survivors are recorded, then every process with the marker is SIGKILLed by pid (this
+    test started them), so a failing run leaves nothing behind.
     """
     deadline = time.monotonic() + within
     while True:
-        pids = pids_with_marker(marker)
+        pids = pids_with_marker(marker, bwrap=bwrap)
         if not pids or time.monotonic() >= deadline:
             break
         time.sleep(0.02)
-    for pid in pids:
+    for pid in pids_with_marker(marker):
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     return pids
@@ -289,6 +295,64 @@ def test_python_output_exceeded(stream: str) -> None:
     assert result.wall_time < 5, "passing a cap must kill at once"
 
 
+def test_exit_137_by_itself_is_a_plain_nonzero_exit() -> None:
+    """137 looks like 128 + SIGKILL to a shell: the classification must not be fooled."""
+    result = run_python("import sys; sys.exit(137)")
+    assert result.status is Status.NONZERO_EXIT, describe(result)
+    assert (result.returncode, result.signal) == (137, None)
+
+
+def test_sigkill_below_the_cpu_limit_is_signaled() -> None:
+    result = run_python("import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    assert result.status is Status.SIGNALED, describe(result)
+    assert (result.returncode, result.signal) == (None, signal.SIGKILL)
+
+
+DAEMON = """
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(60)
+    os._exit(0)
+print("parent done")
+"""
+
+
+def test_a_left_behind_daemon_is_gone_when_the_call_returns() -> None:
+    marker = unique_marker()
+    result = run_python(DAEMON, args=[marker], limits=Limits(wall_time=5))
+    assert result.stdout == b"parent done\n", describe(result)
+    assert survivors(marker, within=0, bwrap=False) == [], "the code's daemon outlived the call"
+    assert survivors(marker, within=2) == [], "bwrap outlived the call by 2 s"
+
+
+def test_the_whole_sandbox_is_reaped_when_the_call_returns() -> None:
+    """Not even bwrap's own processes may outlive the call: an orphan is left to the
+    host's pid 1 to reap (a zombie per call where pid 1 does not reap).
+
+    A race, so it is given its best chance: every core is kept busy (as under ``pytest
+    -n auto``) and /proc is scanned the moment each call returns."""
+    caught: list[tuple[int, str]] = []
+    burners = [
+        subprocess.Popen(["/bin/sh", "-c", "while :; do :; done"])
+        for _ in range(os.cpu_count() or 2)
+    ]
+    try:
+        for attempt in range(30):
+            marker = unique_marker()
+            run_python(DAEMON, args=[marker], limits=Limits(wall_time=10, cpu_time=5))
+            for pid in pids_with_marker(marker):
+                with contextlib.suppress(OSError):
+                    caught.append((attempt, Path(f"/proc/{pid}/comm").read_text().strip()))
+            survivors(marker)
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    assert not caught, f"alive when their call returned (attempt, comm): {caught}"
+
+
 # --------------------------------------------------------------------------- every status, C
 
 
@@ -378,6 +442,22 @@ def test_max_rss_of_a_program_touching_50_mib(cprog: Path) -> None:
     assert result.status is Status.OK, describe(result)
     assert result.stdout == b"touched\n"
     assert abs(result.max_rss - size) <= 0.1 * size, describe(result)
+
+
+def test_max_rss_is_that_of_the_largest_process_children_included() -> None:
+    code = (
+        "import os\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    block = bytearray(100 * 2**20)\n"
+        "    for i in range(0, len(block), 4096):\n"
+        "        block[i] = 1\n"
+        "    os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+    )
+    result = run_python(code, limits=Limits(memory=512 * MiB, cpu_time=5))
+    assert result.status is Status.OK, describe(result)
+    assert 100 * MiB <= result.max_rss <= 140 * MiB, describe(result)
 
 
 # --------------------------------------------------------------------------- output caps
@@ -562,8 +642,19 @@ def test_callback_exception_propagates_and_kills_the_sandbox() -> None:
         run_python(code, args=[marker], stdin=callback, limits=Limits(wall_time=30))
     assert time.monotonic() - start < 10
     assert len(seen_alive) >= 2, "the sandboxed program and its child were never seen"
-    # Killed and reaped before the exception propagates: nothing left, without waiting.
-    assert survivors(marker, within=0) == []
+    # Killed and reaped before the exception propagates: nothing of the code is left,
+    # without waiting (bwrap's own exit: see test_the_whole_sandbox_is_reaped_...).
+    assert survivors(marker, within=0, bwrap=False) == []
+    assert survivors(marker) == []
+
+
+@pytest.mark.parametrize("reply", [5, [b"x"]], ids=["int", "list"])
+def test_callback_reply_of_a_wrong_type_is_a_type_error(reply: object) -> None:
+    marker = unique_marker()
+    with pytest.raises(TypeError, match="stdin"):
+        run_python("import time; time.sleep(30)", args=[marker], stdin=lambda chunk: reply)
+    assert survivors(marker, within=0, bwrap=False) == []
+    assert survivors(marker) == []
 
 
 def test_callback_returning_none_closes_stdin() -> None:
@@ -750,6 +841,10 @@ def test_bad_stdin(stdin: object) -> None:
     raises_at_once(TypeError, "stdin", run, SLEEPER, stdin=stdin)
 
 
+def test_stdin_str_not_encodable_names_stdin() -> None:
+    raises_at_once(ValueError, "stdin", run, SLEEPER, stdin="\udcff")
+
+
 @pytest.mark.parametrize(
     ("env", "error"),
     [
@@ -777,23 +872,26 @@ def test_bad_run_python_args_names_args() -> None:
     raises_at_once(TypeError, "args", run_python, "import time; time.sleep(30)", args=[1])
 
 
+BAD_LIMITS: list[tuple[dict[str, object], type[Exception], str]] = [
+    ({"cpu_time": 0}, ValueError, "cpu_time"),
+    ({"cpu_time": -1.5}, ValueError, "cpu_time"),
+    ({"memory": -1}, ValueError, "memory"),
+    ({"memory": 0}, ValueError, "memory"),
+    ({"wall_time": math.nan}, ValueError, "wall_time"),
+    ({"wall_time": math.inf}, ValueError, "wall_time"),
+    ({"stdout": 0}, ValueError, "stdout"),
+    ({"files_out": -5}, ValueError, "files_out"),
+    ({"processes": True}, TypeError, "processes"),
+    ({"cpu_time": True}, TypeError, "cpu_time"),
+    ({"memory": "1"}, TypeError, "memory"),
+    ({"nonexistent": 1}, TypeError, "nonexistent"),
+]
+
+
 @pytest.mark.parametrize(
     ("fields", "error", "name"),
-    [
-        ({"cpu_time": 0}, ValueError, "cpu_time"),
-        ({"cpu_time": -1.5}, ValueError, "cpu_time"),
-        ({"memory": -1}, ValueError, "memory"),
-        ({"memory": 0}, ValueError, "memory"),
-        ({"wall_time": math.nan}, ValueError, "wall_time"),
-        ({"wall_time": math.inf}, ValueError, "wall_time"),
-        ({"stdout": 0}, ValueError, "stdout"),
-        ({"files_out": -5}, ValueError, "files_out"),
-        ({"processes": True}, TypeError, "processes"),
-        ({"cpu_time": True}, TypeError, "cpu_time"),
-        ({"memory": "1"}, TypeError, "memory"),
-        ({"nonexistent": 1}, TypeError, "nonexistent"),
-    ],
-    ids=str,
+    BAD_LIMITS,
+    ids=[",".join(f"{k}={v!r}" for k, v in fields.items()) for fields, _, _ in BAD_LIMITS],
 )
 def test_bad_limits(fields: dict[str, object], error: type[Exception], name: str) -> None:
     with pytest.raises(error, match=name):

@@ -142,6 +142,21 @@ def test_symlinks_fifos_sockets_and_hardlinks_are_not_returned(host_secret: Path
         assert secret not in data and passwd not in data, name
 
 
+def test_unreadable_and_unnamable_files_are_left_out_and_flagged() -> None:
+    code = (
+        "import os\n"
+        "open('locked', 'w').write('locked')\n"
+        "os.chmod('locked', 0)\n"
+        "open(b'\\xff\\xfe.bin', 'wb').write(b'bad name')\n"
+        "open('ok.txt', 'w').write('ok')\n"
+    )
+    result = run_python(code, limits=Limits(wall_time=20))
+    assert result.status is Status.OK, describe(result)
+    assert result.files["ok.txt"] == b"ok"
+    assert "locked" not in result.files
+    assert result.files_truncated, describe(result)
+
+
 def test_oversized_file_sets_files_truncated() -> None:
     big = bytes(range(256)) * (8 * 1024)  # 2 MiB
     code = (
