@@ -58,11 +58,20 @@ def _processes_of(uid: int) -> int:
 
 @contextlib.contextmanager
 def confine(
-    *, processes: int, memory_total: int | None, rlimits: Sequence[tuple[int, int, int]]
+    *,
+    processes: int,
+    memory_total: int | None,
+    rlimits: Sequence[tuple[int, int, int]],
+    cgroups: bool = True,
 ) -> Iterator[Confinement]:
     """Set up the caps of one run; the cgroup (if any) is removed on exit, with every
     process left in it killed.  ``rlimits`` may hold an ``RLIMIT_NPROC`` entry, which is
-    replaced by the choice made here."""
+    replaced by the choice made here.  ``cgroups=False`` uses the rlimits only: a
+    sandbox in a cgroup of its own starts 3 to 6 ms slower (measured on cgroup v1)."""
+    if not cgroups:
+        base = [item for item in rlimits if item[0] != resource.RLIMIT_NPROC]
+        yield _without_cgroup(processes, base, "")
+        return
     support = probe()
     base = [item for item in rlimits if item[0] != resource.RLIMIT_NPROC]
     want_memory = memory_total if support.memory else None

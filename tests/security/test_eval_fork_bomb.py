@@ -1,0 +1,61 @@
+"""eval_in_sandbox caps processes too: the reference let a fork bomb exhaust the host."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import uuid
+
+from pysandbox import eval_in_sandbox
+
+BOMB = """
+import os, sys, time
+forked = 0
+try:
+    while forked < 1000:
+        if os.fork() == 0:
+            time.sleep(30)  # {marker}
+            os._exit(0)
+        forked += 1
+except OSError:
+    pass
+print(forked)
+"""
+
+
+def _alive_with(marker: str) -> int:
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                    count += marker.encode() in cmdline.read()
+            except OSError:
+                continue
+    return count
+
+
+def test_fork_bomb_is_refused_and_the_host_can_still_fork() -> None:
+    marker = f"bomb-{uuid.uuid4().hex}"
+    host_failures: list[BaseException] = []
+    stop = threading.Event()
+
+    def host_forks() -> None:
+        while not stop.is_set():
+            try:
+                subprocess.run(["/bin/true"], check=True, timeout=10)
+            except BaseException as exc:  # recorded: the host must never fail to fork
+                host_failures.append(exc)
+
+    forker = threading.Thread(target=host_forks)
+    forker.start()
+    try:
+        result = eval_in_sandbox(BOMB.replace("{marker}", marker), timeout_max_time_sec=10)
+    finally:
+        stop.set()
+        forker.join()
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout) < 64
+    assert host_failures == []
+    assert _alive_with(marker) == 0
