@@ -74,7 +74,7 @@ ULIMIT_FLAGS: dict[int, tuple[str, int]] = {
 }
 #: bwrap's and the init's options that name an fd the caller must provide.
 OUTPUT_FD_FLAGS = ("--json-status-fd", "--report-fd", "--files-out-fd")
-INPUT_FD_FLAGS = ("--ro-bind-data", "--files-in-fd")
+INPUT_FD_FLAGS = ("--seccomp", "--ro-bind-data", "--files-in-fd")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,15 +148,16 @@ def fd_after(argv: list[str], flag: str) -> int | None:
     return int(argv[argv.index(flag) + 1])
 
 
-def shell_command(argv: list[str], code_path: str | None) -> ShellCommand:
-    """The fds of ``argv`` that pysandbox's C core would pass or capture."""
+def shell_command(argv: list[str], files: dict[str, str]) -> ShellCommand:
+    """The fds of ``argv`` that pysandbox's C core would pass or capture; ``files`` names
+    the file that feeds each input flag (the seccomp program, the code)."""
     inputs: dict[int, str] = {}
     for flag in INPUT_FD_FLAGS:
         fd = fd_after(argv, flag)
         if fd is not None:
-            if code_path is None:
+            if flag not in files:
                 raise RuntimeError(f"{flag} {fd} needs an input file")
-            inputs[fd] = code_path
+            inputs[fd] = files[flag]
     outputs = [fd for fd in (fd_after(argv, flag) for flag in OUTPUT_FD_FLAGS) if fd is not None]
     if len(outputs) != len(OUTPUT_FD_FLAGS):
         raise RuntimeError(f"the bwrap command line lacks one of {OUTPUT_FD_FLAGS}")
@@ -171,15 +172,15 @@ def run_argv(limits: Limits) -> list[str]:
         limits=limits,
         readable=[],
         env_options=[],
-        n_pass_fds=0,
+        n_pass_fds=1,
         files_in=False,
         code=False,
     )
 
 
 def run_python_argv(limits: Limits) -> list[str]:
-    """What ``pysandbox.run_python(PYTHON_CODE)`` hands to the C core (the code memfd is
-    its one passed fd)."""
+    """What ``pysandbox.run_python(PYTHON_CODE)`` hands to the C core (the seccomp
+    program and the code are its passed fds)."""
     python = _bwrap.find_python()
     return _run._sandbox_argv(
         [python, "-u", _run.MAIN_PATH],
@@ -187,7 +188,7 @@ def run_python_argv(limits: Limits) -> list[str]:
         limits=limits,
         readable=[],
         env_options=[],
-        n_pass_fds=1,
+        n_pass_fds=2,
         files_in=False,
         code=True,
     )
@@ -330,7 +331,11 @@ def print_ratios(
 
 def run(settings: Settings) -> None:
     limits = Limits()
-    rlimits = _run._rlimits(limits)
+    # The shell variants get the rlimits but no cgroup: their difference from run()
+    # includes the per-sandbox cgroup, which is part of what run() costs.
+    rlimits = [
+        r for r in _run._within_own_limits(limits.rlimits()) if r[0] != resource.RLIMIT_NPROC
+    ]
     bwrap = _bwrap.find_bwrap()
     print(f"pysandbox: {pysandbox.__version__} from {os.path.dirname(pysandbox.__file__ or '?')}")
     print(f"bwrap:     {bwrap} ({bwrap_version(bwrap)}), caller euid={os.geteuid()}")
@@ -342,8 +347,13 @@ def run(settings: Settings) -> None:
         code_path = os.path.join(tmp_dir, _run.MAIN_NAME)
         with open(code_path, "w", encoding="utf-8") as f:
             f.write(PYTHON_CODE)
-        run_sh = shell_command(run_argv(limits), None)
-        run_python_sh = shell_command(run_python_argv(limits), code_path)
+        seccomp_path = os.path.join(tmp_dir, "seccomp.bpf")
+        with open(seccomp_path, "wb") as f:
+            f.write(_bwrap.seccomp_program())
+        run_sh = shell_command(run_argv(limits), {"--seccomp": seccomp_path})
+        run_python_sh = shell_command(
+            run_python_argv(limits), {"--seccomp": seccomp_path, "--ro-bind-data": code_path}
+        )
         verify_shell_sandbox("run from sh", run_sh, rlimits)
         verify_shell_sandbox("run_python from sh", run_python_sh, rlimits)
 
