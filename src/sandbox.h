@@ -10,7 +10,20 @@
 
 #include <stddef.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
+
+/* Older C library headers lack these numbers; they are the same on every
+ * architecture that has them (the unified syscall table since Linux 5.1). */
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
 
 #define SBX_MAX_RLIMITS 16
 #define SBX_MAX_PASS_FDS 16
