@@ -385,6 +385,9 @@ static int supervise(const struct options *opt)
 
     if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0)
         die("becoming a subreaper", NULL);
+    /* Not dumpable, before the program exists: the program, same uid, cannot
+     * open this one's /proc/1/mem or fds.  exec makes the program dumpable. */
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     program = fork();
     if (program < 0)
         die("fork", NULL);
@@ -392,8 +395,6 @@ static int supervise(const struct options *opt)
         execvp(opt->program[0], opt->program);
         die("cannot execute", opt->program[0]);
     }
-    /* Not dumpable: the program, same uid, cannot ptrace or poke this one. */
-    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     while ((pid = waitpid(-1, &status, 0)) != program) {
         if (pid < 0 && errno != EINTR)
             die("waiting for the program", NULL);
@@ -440,6 +441,8 @@ int main(int argc, char **argv)
         close(dir_fd);
     }
     signal(SIGXFSZ, SIG_DFL);
+    if (opt.files_in_fd >= 0)
+        fcntl(opt.files_in_fd, F_SETFD, FD_CLOEXEC);
     if (opt.report_fd >= 0)
         fcntl(opt.report_fd, F_SETFD, FD_CLOEXEC);
     if (opt.files_out_fd >= 0)

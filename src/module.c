@@ -44,9 +44,12 @@ static int tick_hook(void *opaque)
         if (is_set == NULL) {
             rc = -1;
         } else {
-            ctx->cancelled = PyObject_IsTrue(is_set);
-            rc = ctx->cancelled;
+            int truth = PyObject_IsTrue(is_set);
             Py_DECREF(is_set);
+            if (truth < 0)
+                rc = -1;
+            else
+                rc = ctx->cancelled = truth;
         }
     }
     ctx->tstate = PyEval_SaveThread();

@@ -21,6 +21,8 @@
 /* More processes than this in one sandbox are not followed (and the
  * per-process RLIMIT_CPU backstop still holds for them). */
 #define MAX_TREE 4096
+/* A children file of MAX_TREE pids of up to 7 digits and a space. */
+#define CHILDREN_BUF (MAX_TREE * 8 + 1)
 
 /*
  * read_small_file: read up to size - 1 bytes of path into buf and NUL-
@@ -63,25 +65,56 @@ static unsigned long long process_ticks(pid_t pid)
 }
 
 /*
+ * read_whole_file: read path to EOF into buf (at most size - 1 bytes, NUL-
+ * terminated).  When the file does not fit, the last, possibly cut, token
+ * is dropped.  Returns the length kept, or -1.
+ */
+static ssize_t read_whole_file(const char *path, char *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    size_t len = 0;
+    if (fd < 0)
+        return -1;
+    while (len < size - 1) {
+        ssize_t n = read(fd, buf + len, size - 1 - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    close(fd);
+    if (len == size - 1)
+        while (len > 0 && buf[len - 1] != ' ' && buf[len - 1] != '\n')
+            len--;
+    buf[len] = '\0';
+    return (ssize_t)len;
+}
+
+/*
  * push_children: append the children of every thread of pid to tree[],
  * up to MAX_TREE entries in all.  Returns the new count.
  */
 static size_t push_children(pid_t pid, pid_t *tree, size_t count)
 {
-    char path[64];
+    char path[64], *buf = malloc(CHILDREN_BUF);
     DIR *tasks;
     struct dirent *task;
+    if (buf == NULL)
+        return count;
     snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
     tasks = opendir(path);
-    if (tasks == NULL)
+    if (tasks == NULL) {
+        free(buf);
         return count;
+    }
     while ((task = readdir(tasks)) != NULL && count < MAX_TREE) {
-        char children_path[128], buf[4096], *cursor, *end;
+        char children_path[128], *cursor, *end;
         if (task->d_name[0] == '.')
             continue;
         snprintf(children_path, sizeof children_path, "/proc/%d/task/%.20s/children", (int)pid,
                  task->d_name);
-        if (read_small_file(children_path, buf, sizeof buf) <= 0)
+        if (read_whole_file(children_path, buf, CHILDREN_BUF) <= 0)
             continue;
         for (cursor = buf; count < MAX_TREE; cursor = end) {
             long child = strtol(cursor, &end, 10);
@@ -91,6 +124,7 @@ static size_t push_children(pid_t pid, pid_t *tree, size_t count)
         }
     }
     closedir(tasks);
+    free(buf);
     return count;
 }
 

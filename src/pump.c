@@ -159,7 +159,10 @@ static int kill_and_reap(struct sbx_child *child, int *wait_status, struct rusag
 {
     if (child->pid < 0)
         return 0;
-    sbx_kill_children(child->pid);
+    /* Only while bwrap is certainly ours: after an auto-reap its pid may be another's. */
+    if (child->pidfd >= 0 ? syscall(SYS_pidfd_send_signal, child->pidfd, 0, NULL, 0) == 0
+                          : !child_has_exited(child->pid))
+        sbx_kill_children(child->pid);
     if (child->pidfd >= 0) {
         if (syscall(SYS_pidfd_send_signal, child->pidfd, SIGKILL, NULL, 0) != 0 && errno == ENOSYS)
             kill(child->pid, SIGKILL);

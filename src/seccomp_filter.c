@@ -7,8 +7,8 @@
  * sandboxed code; this refuses, with EPERM, the calls a sandboxed program has
  * no business making (debugging other processes, the keyring, BPF, perf,
  * userfaultfd, io_uring, every mount and namespace call, module loading,
- * kexec, reboot, swap, accounting, dangerous personality flags, and the
- * terminal-injection ioctls).  Everything else is allowed, so ordinary
+ * kexec, reboot, swap, accounting, dangerous personality flags, prlimit on
+ * another process, and the terminal-injection ioctls).  Everything else is allowed, so ordinary
  * programs (Python, compilers, coreutils, numpy) keep working.  A syscall of
  * another ABI (i386 through int 0x80, x32) is refused as well.
  */
@@ -93,6 +93,11 @@ static int add_rules(scmp_filter_ctx ctx)
         if (rc < 0)
             return rc;
     }
+    /* prlimit on another process: the program could lower the limits of the
+     * init (same uid) and lose its report.  glibc's own setrlimit passes 0. */
+    rc = seccomp_rule_add(ctx, eperm, SCMP_SYS(prlimit64), 1, SCMP_A0(SCMP_CMP_NE, 0));
+    if (rc < 0)
+        return rc;
     for (i = 0; i < sizeof tty_ioctls / sizeof *tty_ioctls; i++) {
         rc = seccomp_rule_add(ctx, eperm, SCMP_SYS(ioctl), 1,
                               SCMP_A1(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFu, tty_ioctls[i]));

@@ -266,3 +266,13 @@ def test_cancel_kills_and_says_so() -> None:
     assert raw["cancelled"]
     assert raw["wall_time"] < 2.0
     assert children_of(os.getpid()) == []
+
+
+def test_a_cancel_object_that_raises_propagates_after_the_kill() -> None:
+    class Broken:
+        def is_set(self) -> bool:
+            raise LookupError("is_set failed")
+
+    with pytest.raises(LookupError, match="is_set failed"):
+        sh("sleep 30", cancel=Broken())
+    assert children_of(os.getpid()) == []

@@ -59,3 +59,20 @@ def test_fork_bomb_is_refused_and_the_host_can_still_fork() -> None:
     assert int(result.stdout) < 64
     assert host_failures == []
     assert _alive_with(marker) == 0
+
+
+def test_the_program_cannot_change_the_inits_limits() -> None:
+    """Same uid as the init, but prlimit on another process is refused by the filter:
+    otherwise the program could starve the init and lose its own report."""
+    from pysandbox import run_python
+
+    code = (
+        "import resource\n"
+        "try:\n"
+        "    resource.prlimit(1, resource.RLIMIT_NOFILE, (3, 3)); print('changed')\n"
+        "except OSError as exc:\n"
+        "    print(exc.errno)\n"
+    )
+    result = run_python(code, files={"kept.txt": b"x"})
+    assert result.stdout == b"1\n"
+    assert dict(result.files) == {"kept.txt": b"x"} and not result.files_truncated
