@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
+import signal
 import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+import pysandbox
 
 
 @functools.cache
@@ -50,16 +60,95 @@ def _outside_the_source_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 
 def children_of(pid: int) -> list[int]:
-    """Pids whose parent is ``pid``, read from /proc."""
+    """Pids (zombies included) whose parent is ``pid``, read from /proc/*/stat."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat", "rb") as stat:
+                # The command name may hold spaces and parentheses: split after the last ')'.
                 fields = stat.read().rsplit(b")", 1)[1].split()
-        except OSError:
+        except (OSError, IndexError):
             continue
         if int(fields[1]) == pid:
             found.append(int(entry))
     return found
+
+
+def unique_marker() -> str:
+    """A string no other process has in its command line."""
+    return f"pysandbox-marker-{uuid.uuid4().hex}"
+
+
+def pids_with_marker(marker: str, *, bwrap: bool = True) -> list[int]:
+    """Pids of every live process whose command line contains ``marker``; without
+    bwrap's own processes (whose argv holds the program's) when ``bwrap`` is false."""
+    needle = marker.encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                if needle not in cmdline.read():
+                    continue
+            with open(f"/proc/{entry}/comm", "rb") as comm:
+                if not bwrap and comm.read().strip() == b"bwrap":
+                    continue
+        except OSError:
+            continue
+        found.append(int(entry))
+    return found
+
+
+def survivors(marker: str, within: float = 2.0, *, bwrap: bool = True) -> list[int]:
+    """Processes with ``marker`` still alive after polling up to ``within`` seconds
+    (bwrap's own processes left out when ``bwrap`` is false).
+
+    Survivors are recorded, then every process with the marker is SIGKILLed by pid (this
+    test started them), so a failing run leaves nothing behind.
+    """
+    deadline = time.monotonic() + within
+    while True:
+        pids = pids_with_marker(marker, bwrap=bwrap)
+        if not pids or time.monotonic() >= deadline:
+            break
+        time.sleep(0.02)
+    for pid in pids_with_marker(marker):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    return pids
+
+
+def _system_python_like_ours() -> str | None:
+    """A Python of our version and ABI that an unprivileged user can run."""
+    candidate = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
+    if not os.access(candidate, os.X_OK):
+        return None
+    abi = subprocess.run(
+        [candidate, "-c", "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    return candidate if abi == sysconfig.get_config_var("EXT_SUFFIX") else None
+
+
+@pytest.fixture
+def unprivileged_pysandbox() -> Iterator[tuple[str, Path]]:
+    """A system interpreter and a world-readable copy of pysandbox for a non-root caller."""
+    if os.geteuid() != 0:
+        pytest.skip("the test drops from root to make a non-root caller")
+    python = _system_python_like_ours()
+    if python is None:
+        pytest.skip("no system Python of this version and ABI for an unprivileged caller")
+    shared = Path(tempfile.mkdtemp(prefix="pysandbox-nonroot-"))
+    try:
+        shared.chmod(0o755)
+        shutil.copytree(Path(pysandbox.__file__).parent, shared / "pysandbox")
+        for path in shared.rglob("*"):
+            path.chmod(0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
+        yield python, shared
+    finally:
+        shutil.rmtree(shared)

@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import sys
-import sysconfig
-import tempfile
 from pathlib import Path
 
 import pytest
 
-import pysandbox
 from pysandbox import eval_in_sandbox
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the caller is not root here")
@@ -58,33 +53,12 @@ for attempt in (lambda: os.chmod({device!r}, 0o600), lambda: os.chown({device!r}
     )
 
 
-def _system_python_like_ours() -> str | None:
-    """A Python of our version under /usr that an unprivileged user can run."""
-    candidate = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
-    if not os.access(candidate, os.X_OK):
-        return None
-    abi = subprocess.run(
-        [candidate, "-c", "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
-    return candidate if abi == sysconfig.get_config_var("EXT_SUFFIX") else None
-
-
-@needs_root
-def test_unprivileged_caller_gets_the_same_sandbox() -> None:
+def test_unprivileged_caller_gets_the_same_sandbox(
+    unprivileged_pysandbox: tuple[str, Path],
+) -> None:
     """Drop to nobody in a subprocess (root is needed only to get there) and run there."""
-    python = _system_python_like_ours()
-    if python is None:
-        pytest.skip("no system Python of this version and ABI for an unprivileged caller")
-    shared = Path(tempfile.mkdtemp(prefix="pysandbox-nonroot-"))
-    try:
-        shared.chmod(0o755)
-        shutil.copytree(Path(pysandbox.__file__).parent, shared / "pysandbox")
-        for path in shared.rglob("*"):
-            path.chmod(0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
-        driver = f"""
+    python, shared = unprivileged_pysandbox
+    driver = f"""
 import os, sys
 sys.path.insert(0, {str(shared)!r})
 from pysandbox import eval_in_sandbox
@@ -99,19 +73,17 @@ import sys; sys.exit(7)
 ''')
 print(os.getuid(), result.returncode, result.stdout.split(), sep=";")
 """
-        out = subprocess.run(
-            [python, "-c", driver],
-            user=NOBODY,
-            group=NOBODY,
-            extra_groups=[],
-            cwd="/",
-            env={"PATH": "/usr/bin:/bin"},
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert out.returncode == 0, out.stderr
-        assert out.stdout.strip() == f"{NOBODY};7;['{NOBODY}', '30']"
-    finally:
-        shutil.rmtree(shared)
+    out = subprocess.run(
+        [python, "-c", driver],
+        user=NOBODY,
+        group=NOBODY,
+        extra_groups=[],
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"{NOBODY};7;['{NOBODY}', '30']"

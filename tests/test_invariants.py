@@ -7,7 +7,6 @@ dispositions, rlimits of the test process, Ctrl-C) runs in a subprocess of the t
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import pathlib
@@ -21,6 +20,7 @@ import uuid
 from collections.abc import Sequence
 
 import pytest
+from conftest import children_of, pids_with_marker, survivors
 
 from pysandbox import ProcessOutput, SandboxError, eval_in_sandbox
 
@@ -46,57 +46,6 @@ def fd_diff(before: dict[int, str], after: dict[int, str]) -> str:
     new = {fd: after[fd] for fd in after.keys() - before.keys()}
     gone = {fd: before[fd] for fd in before.keys() - after.keys()}
     return f"new fds: {new}; closed fds: {gone}"
-
-
-def children_of(pid: int) -> list[int]:
-    """Pids (zombies included) whose parent is ``pid``, read from /proc/*/stat."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat:
-                # The command name may hold spaces and parentheses: split after the last ')'.
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(entry))
-    return found
-
-
-def pids_with_marker(marker: str) -> list[int]:
-    """Pids of every live process whose command line contains ``marker``."""
-    needle = marker.encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                if needle in cmdline.read():
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
-
-
-def survivors(marker: str, within: float = 2.0) -> list[int]:
-    """Processes with ``marker`` still alive after up to ``within`` seconds of polling.
-
-    Any survivor is SIGKILLed (by its pid: it was started by this test) after being
-    recorded, so a failing run does not leave sleepers behind.
-    """
-    deadline = time.monotonic() + within
-    while True:
-        pids = pids_with_marker(marker)
-        if not pids or time.monotonic() >= deadline:
-            break
-        time.sleep(0.02)
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-    return pids
 
 
 def unique_marker() -> str:

@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from conftest import pids_with_marker, survivors, unique_marker
 
 from pysandbox import Limits, Result, Status, run, run_python
 
@@ -120,51 +121,6 @@ def cprog(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def run_c(program: Path, *args: str, limits: Limits | None = None) -> Result:
     """Run the compiled C program by its absolute path, its directory bound read-only."""
     return run([str(program), *args], readable=[str(program.parent)], limits=limits)
-
-
-def unique_marker() -> str:
-    """A string no other process has in its command line."""
-    return f"pysandbox-marker-{uuid.uuid4().hex}"
-
-
-def pids_with_marker(marker: str, *, bwrap: bool = True) -> list[int]:
-    """Pids of every live process whose command line contains ``marker``; without
-    bwrap's own processes (whose argv holds the program's) when ``bwrap`` is false."""
-    needle = marker.encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                if needle not in cmdline.read():
-                    continue
-            with open(f"/proc/{entry}/comm", "rb") as comm:
-                if not bwrap and comm.read().strip() == b"bwrap":
-                    continue
-        except OSError:
-            continue
-        found.append(int(entry))
-    return found
-
-
-def survivors(marker: str, within: float = 2.0, *, bwrap: bool = True) -> list[int]:
-    """Processes with ``marker`` still alive after polling up to ``within`` seconds
-    (bwrap's own processes left out when ``bwrap`` is false).
-
-    Survivors are recorded, then every process with the marker is SIGKILLed by pid (this
-    test started them), so a failing run leaves nothing behind.
-    """
-    deadline = time.monotonic() + within
-    while True:
-        pids = pids_with_marker(marker, bwrap=bwrap)
-        if not pids or time.monotonic() >= deadline:
-            break
-        time.sleep(0.02)
-    for pid in pids_with_marker(marker):
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-    return pids
 
 
 def describe(result: Result) -> str:

@@ -6,51 +6,12 @@ pytest-asyncio is not used: each test drives its own loop with ``asyncio.run``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import signal
 import time
-import uuid
 
 import pytest
+from conftest import pids_with_marker, survivors, unique_marker
 
 from pysandbox import Limits, Result, Status, run_async, run_python_async
-
-
-def unique_marker() -> str:
-    """A string no other process has in its command line."""
-    return f"pysandbox-marker-{uuid.uuid4().hex}"
-
-
-def pids_with_marker(marker: str) -> list[int]:
-    """Pids of every live process whose command line contains ``marker``."""
-    needle = marker.encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                if needle in cmdline.read():
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
-
-
-def survivors(marker: str, within: float = 2.0) -> list[int]:
-    """Processes with ``marker`` still alive after polling up to ``within`` seconds;
-    they are SIGKILLed by pid (this test started them) after being recorded."""
-    deadline = time.monotonic() + within
-    while True:
-        pids = pids_with_marker(marker)
-        if not pids or time.monotonic() >= deadline:
-            break
-        time.sleep(0.02)
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-    return pids
 
 
 def describe(result: Result) -> str:

@@ -24,8 +24,6 @@ import socket
 import stat
 import subprocess
 import sys
-import sysconfig
-import tempfile
 import threading
 import time
 import uuid
@@ -351,39 +349,6 @@ def test_bomb_is_contained(kind: str) -> None:
     assert host["failures"] == [], "the host could not fork during the bomb"
     assert host["ok"], "the host thread never forked"
     assert processes_with(marker) == [], "processes of the bomb outlived the call"
-
-
-def _system_python_like_ours() -> str | None:
-    """A Python of our version and ABI that an unprivileged user can run."""
-    candidate = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
-    if not os.access(candidate, os.X_OK):
-        return None
-    abi = subprocess.run(
-        [candidate, "-c", "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
-    return candidate if abi == sysconfig.get_config_var("EXT_SUFFIX") else None
-
-
-@pytest.fixture
-def unprivileged_pysandbox() -> Iterator[tuple[str, Path]]:
-    """A system interpreter and a world-readable copy of pysandbox for a non-root caller."""
-    if not IS_ROOT:
-        pytest.skip("the test drops from root to make a non-root caller")
-    python = _system_python_like_ours()
-    if python is None:
-        pytest.skip("no system Python of this version and ABI for an unprivileged caller")
-    shared = Path(tempfile.mkdtemp(prefix="pysandbox-nonroot-"))
-    try:
-        shared.chmod(0o755)
-        shutil.copytree(Path(pysandbox.__file__).parent, shared / "pysandbox")
-        for path in shared.rglob("*"):
-            path.chmod(0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
-        yield python, shared
-    finally:
-        shutil.rmtree(shared)
 
 
 NON_ROOT_DRIVER = """
