@@ -69,7 +69,8 @@ def write_memfd(code: bytes) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class Ran:
-    """Facts about one sandbox that was built and ran (or was killed while running)."""
+    """What eval_in_sandbox needs to know of one sandbox that was built and ran (or was
+    killed while running)."""
 
     #: The exit status as ``subprocess`` reports it: the exit code, or -N for signal N.
     returncode: int
@@ -80,13 +81,6 @@ class Ran:
     stderr_truncated: bool
     timed_out: bool
     killed_on_cap: bool
-    wall_time: float
-    #: CPU seconds and peak RSS of bwrap and every process it reaped; zero when the
-    #: host reaped bwrap itself (``usage_known`` false).
-    user_time: float
-    system_time: float
-    max_rss: int
-    usage_known: bool
 
 
 def bwrap_report(report: bytes) -> dict[str, object]:
@@ -198,9 +192,4 @@ def launch(
         stderr_truncated=raw["stderr_truncated"],
         timed_out=raw["timed_out"],
         killed_on_cap=raw["killed_on_cap"],
-        wall_time=raw["wall_time"],
-        user_time=raw["user_time"],
-        system_time=raw["system_time"],
-        max_rss=raw["max_rss"],
-        usage_known=raw["status_known"],
     )
