@@ -889,11 +889,14 @@ report["exists"] = {path: os.path.lexists(path) for path in SOURCES}
 def test_callers_secrets_are_out_of_reach(monkeypatch: pytest.MonkeyPatch) -> None:
     name, secret = f"PYSANDBOX_SECRET_{uuid.uuid4().hex}", uuid.uuid4().hex
     monkeypatch.setenv(name, secret)
-    source_tree = Path(pysandbox.__file__).resolve().parent.parent
+    # The repository's files.  Its directory itself may show as an empty parent of the
+    # interpreter's virtualenv when that lives inside it (CI's .venv): only the
+    # virtualenv is bound, read-only, by design.
+    source_tree = Path(__file__).resolve().parents[2]
     sources = sorted(
         {
-            str(source_tree),
             str(source_tree / "pysandbox" / "_run.py"),
+            str(source_tree / "README.rst"),
             str(source_tree / "tests"),
             str(Path(__file__).resolve()),
             os.getcwd(),
