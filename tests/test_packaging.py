@@ -117,3 +117,20 @@ def test_readme_names_the_two_commands_that_ci_runs() -> None:
     assert "bash scripts/demo.sh" in readme
     assert "bash scripts/test.sh" in readme
     assert "scripts/test.sh" in (ROOT / ".ci" / "run").read_text()
+
+
+@pytest.mark.slow
+def test_demo_command_works_from_the_repository_root() -> None:
+    """What scripts/demo.sh runs, from where a newcomer runs it."""
+    demo = (ROOT / "scripts" / "demo.sh").read_text().splitlines()[-1]
+    assert demo.startswith('exec .venv/bin/python -I -m pysandbox "$@"'), demo
+    out = subprocess.run(
+        [sys.executable, "-I", "-m", "pysandbox"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.rstrip().endswith("Returncode: 42")
