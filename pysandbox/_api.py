@@ -18,7 +18,8 @@ __all__ = ["eval_in_sandbox"]
 _MAX_BYTES = 2**62
 #: The processes (threads included) one eval_in_sandbox sandbox may have at once: the
 #: reference set no cap, which let a fork bomb exhaust the host's pids.  Counted per uid
-#: (RLIMIT_NPROC), so for a root caller it is shared by its concurrent sandboxes.
+#: (RLIMIT_NPROC): a root caller's sandbox has a uid of its own; a non-root caller's
+#: cap sits above its current count of processes.
 PROCESSES = 64
 
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import grp
 import os
-import pwd
+import secrets
 import shutil
 import sys
 from collections.abc import Iterable, Sequence
@@ -31,6 +30,7 @@ __all__ = [
     "find_init",
     "find_python",
     "init_mount",
+    "init_prefix",
     "namespace_options",
     "parent_dirs",
     "python_mounts",
@@ -129,8 +129,9 @@ class Identity:
     A root caller's bwrap would otherwise run the code as host uid 0: without
     capabilities, but still the owner of every root-owned file it can reach (it could
     chmod the host's ``/dev/null``).  pysandbox's init (``INIT_PATH``), run inside the
-    sandbox after bwrap has built it, drops to ``uid``/``gid`` with no supplementary
-    groups and empty capability sets.
+    sandbox after bwrap has built it, drops to ``uid``/``gid`` (one of the sandbox's
+    own, see ``sandbox_identity``) with no supplementary groups and empty capability
+    sets.
     """
 
     uid: int
@@ -140,26 +141,20 @@ class Identity:
         return ["--drop", f"{self.uid}:{self.gid}"]
 
 
-def _nobody() -> tuple[int, int]:
-    try:
-        uid = pwd.getpwnam("nobody").pw_uid
-    except KeyError:
-        uid = 65534
-    for group in ("nogroup", "nobody"):
-        try:
-            return uid, grp.getgrnam(group).gr_gid
-        except KeyError:
-            continue
-    return uid, 65534
+#: Root callers' sandboxes run as a uid (and gid) of their own, drawn from this range:
+#: no account uses it, and no two running sandboxes are likely to share one, so each
+#: has its own RLIMIT_NPROC count and none can signal or trace another.
+SANDBOX_ID_BASE = 0x70000000
+SANDBOX_ID_SPAN = 2**24
 
 
 def sandbox_identity() -> Identity | None:
-    """The identity to drop to, or None when the caller is not root (bwrap then maps
-    the caller's own unprivileged uid in a user namespace)."""
+    """A fresh identity for one sandbox, or None when the caller is not root (bwrap then
+    maps the caller's own unprivileged uid in a user namespace)."""
     if os.geteuid() != 0:
         return None
-    uid, gid = _nobody()
-    return Identity(uid=uid, gid=gid)
+    uid = SANDBOX_ID_BASE + secrets.randbelow(SANDBOX_ID_SPAN)
+    return Identity(uid=uid, gid=uid)
 
 
 def find_init() -> str:
@@ -205,14 +200,14 @@ DEVICE_LINKS = (
 )
 
 
-def namespace_options(identity: Identity | None) -> list[str]:
+def namespace_options(root_caller: bool) -> list[str]:
     """Every namespace unshared (no network), every capability dropped.
 
-    With an identity (root caller) there is no user namespace, since its root would map
+    For a root caller there is no user namespace, since its root would map
     to host root; bwrap keeps the three capabilities the init needs to drop to the
     identity, and the init empties every capability set there.
     """
-    if identity is None:
+    if not root_caller:
         return ["--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
     return [
         "--unshare-pid",
@@ -267,10 +262,9 @@ def seccomp_program() -> bytes:
 
 
 @functools.lru_cache(maxsize=16)
-def base_options(python: str, euid: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """bwrap's options and the command prefix for running ``python`` as a caller with
-    ``euid``: everything that does not change from call to call, computed once."""
-    identity = sandbox_identity() if euid == 0 else None
+def base_options(python: str, euid: int) -> tuple[str, ...]:
+    """bwrap's options for running ``python`` as a caller with ``euid``: everything that
+    does not change from call to call, computed once."""
     options = [
         "--new-session",
         "--die-with-parent",
@@ -280,13 +274,17 @@ def base_options(python: str, euid: int) -> tuple[tuple[str, ...], tuple[str, ..
         "--as-pid-1",
         "--seccomp",
         str(SECCOMP_FD),
-        *namespace_options(identity),
+        *namespace_options(euid == 0),
         "--clearenv",
         *filesystem_options(python_mounts(python)),
         *init_mount(),
     ]
-    prefix = [INIT_PATH, *(identity.init_options() if identity else []), "--"]
-    return tuple(options), tuple(prefix)
+    return tuple(options)
+
+
+def init_prefix(identity: Identity | None) -> list[str]:
+    """The start of the command: the init, told which identity to drop to."""
+    return [INIT_PATH, *(identity.init_options() if identity else [])]
 
 
 def eval_argv(bwrap: str, python: str) -> list[str]:
@@ -299,7 +297,7 @@ def eval_argv(bwrap: str, python: str) -> list[str]:
     ``exit-code`` report comes only from a sandbox it finished building, which tells a
     setup failure from the code's own exit 1.
     """
-    options, prefix = base_options(python, os.geteuid())
+    options = base_options(python, os.geteuid())
     return [
         bwrap,
         *options,
@@ -320,7 +318,8 @@ def eval_argv(bwrap: str, python: str) -> list[str]:
         CODE_DIR,
         "--remount-ro",
         "/",
-        *prefix,
+        *init_prefix(sandbox_identity()),
+        "--",
         python,
         "-u",
         CODE_PATH,

@@ -3,10 +3,10 @@
 A per-sandbox cgroup when the host lets this process make one (root, cgroup v1 or v2):
 it counts exactly this sandbox's processes and memory, tmpfs pages included.  Else
 ``RLIMIT_NPROC``, which the kernel counts per uid: for a root caller that uid is the
-sandbox's own (``nobody``); for a non-root caller it is the caller's, so the cap is set
-above the caller's current count.  Without a memory cgroup, the memory limit is the
-per-process ``RLIMIT_AS`` alone.  ``Confinement`` says which mechanism did what, for
-``selftest`` and for the README's security model.
+sandbox's own (drawn afresh for every sandbox); for a non-root caller it is the
+caller's, so the cap is set above the caller's current count.  Without a memory
+cgroup, the memory limit is the per-process ``RLIMIT_AS`` alone.  ``Confinement``
+says which mechanism did what, for ``selftest`` and for the README's security model.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def confine(
 
 def _without_cgroup(processes: int, base: list[tuple[int, int, int]], reason: str) -> Confinement:
     if os.geteuid() == 0:
-        cap, by = processes, "RLIMIT_NPROC of uid nobody (shared by every sandbox)"
+        cap, by = processes, "RLIMIT_NPROC of the sandbox's own uid"
     else:
         hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
         cap = _processes_of(os.getuid()) + processes

@@ -162,8 +162,7 @@ def _sandbox_argv(
     """The bwrap command line: the sandbox of ``base_options`` plus a writable working
     directory, the extra read-only paths, and the init supervising ``program``.  The
     passed fds are the syscall filter (3), then the input files and the code if any."""
-    options, _ = _bwrap.base_options(python, os.geteuid())
-    identity = _bwrap.sandbox_identity()
+    options = _bwrap.base_options(python, os.geteuid())
     status_fd = 3 + n_pass_fds
     report_fd, files_out_fd = status_fd + 1, status_fd + 2
     argv = [_bwrap.find_bwrap(), *options]
@@ -176,9 +175,13 @@ def _sandbox_argv(
     if code:
         argv += ["--perms", "0444", "--ro-bind-data", str(4 + int(files_in)), MAIN_PATH]
     argv += ["--setenv", "PATH", SANDBOX_PATH, "--setenv", "HOME", WORKDIR, *env_options]
-    argv += ["--chdir", WORKDIR, "--remount-ro", "/", _bwrap.INIT_PATH]
-    if identity is not None:
-        argv += identity.init_options()
+    argv += [
+        "--chdir",
+        WORKDIR,
+        "--remount-ro",
+        "/",
+        *_bwrap.init_prefix(_bwrap.sandbox_identity()),
+    ]
     argv += ["--report-fd", str(report_fd), "--files-out-fd", str(files_out_fd)]
     argv += ["--files-dir", WORKDIR, "--files-max", str(limits.files_out)]
     if files_in:

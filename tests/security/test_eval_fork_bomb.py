@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
+import time
 import uuid
 
 from pysandbox import eval_in_sandbox
@@ -76,3 +77,21 @@ def test_the_program_cannot_change_the_inits_limits() -> None:
     result = run_python(code, files={"kept.txt": b"x"})
     assert result.stdout == b"1\n"
     assert dict(result.files) == {"kept.txt": b"x"} and not result.files_truncated
+
+
+def test_a_bomb_at_its_cap_does_not_starve_other_sandboxes() -> None:
+    """Each sandbox counts its own processes: while one holds all 64, others still run
+    (with one uid shared by every sandbox, their init could not fork)."""
+    holder = BOMB.replace("print(forked)", "print(forked); time.sleep(3)")
+    held: list[str] = []
+    bomb = threading.Thread(
+        target=lambda: held.append(eval_in_sandbox(holder.replace("{marker}", "x")).stdout)
+    )
+    bomb.start()
+    try:
+        time.sleep(1.0)  # the bomb has reached its cap by now
+        others = [eval_in_sandbox(f"print({i})").stdout for i in range(5)]
+    finally:
+        bomb.join()
+    assert others == [str(i) for i in range(5)]
+    assert held and int(held[0]) > 50
