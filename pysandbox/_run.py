@@ -208,6 +208,9 @@ def _execute(
     elif not isinstance(limits, Limits):
         raise TypeError(f"limits must be a Limits or None, not {type(limits).__name__}")
     files_stream = encode_files(files) if files else None
+    input_bytes = sum(memoryview(data).nbytes for data in files.values()) if files else 0
+    if input_bytes > limits.disk:
+        raise ValueError(f"files: {input_bytes} bytes do not fit in Limits.disk ({limits.disk})")
     if files and code is not None and MAIN_NAME in files:
         raise ValueError(f"files: {MAIN_NAME!r} is where run_python puts the code")
     paths = _check_readable(readable)

@@ -253,3 +253,8 @@ def test_host_paths_are_invisible_without_readable(host_secret: Path) -> None:
     result = run_python(code, args=[str(host_secret)])
     assert result.status is Status.OK, describe(result)
     assert result.stdout == b"False\n"
+
+
+def test_input_files_larger_than_the_disk_are_refused_up_front() -> None:
+    with pytest.raises(ValueError, match=r"files: .*Limits\.disk"):
+        run(["true"], files={"big": b"x" * (2 * 2**20)}, limits=Limits(disk=2**20))
