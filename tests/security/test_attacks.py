@@ -31,6 +31,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
+from conftest import pids_with_marker
 
 import pysandbox
 from pysandbox import Limits, Result, Status, run, run_python
@@ -182,18 +183,11 @@ def unique_marker() -> str:
 
 
 def processes_with(marker: str) -> list[tuple[int, str]]:
-    """Host processes (not zombies) with ``marker`` in their command line."""
+    """Host processes (not zombies) with ``marker`` in their command line, with it."""
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                argv = cmdline.read()
-        except OSError:
-            continue
-        if marker.encode() in argv:
-            found.append((int(entry), argv.replace(b"\0", b" ").decode(errors="replace")))
+    for pid in pids_with_marker(marker):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            found.append((pid, cmdline.read().replace(b"\0", b" ").decode(errors="replace")))
     return found
 
 
