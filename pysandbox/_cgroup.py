@@ -496,6 +496,7 @@ class SandboxCgroup:
         self._memory = memory
         self._nodes: list[_Node] = []
         self._procs_fds: list[int] = []
+        self._cpu_fd = -1
         self._state = "new"  # -> "entered" -> "exited"
         self._final: CgroupUsage | None = None
 
@@ -506,6 +507,14 @@ class SandboxCgroup:
         """Write-only, close-on-exec descriptors of the group's ``cgroup.procs`` files, one
         per hierarchy; empty before ``__enter__``, after ``__exit__`` and with no limit."""
         return list(self._procs_fds)
+
+    @property
+    def cpu_counter(self) -> int:
+        """A read-only, close-on-exec descriptor of the group's CPU counter (v1
+        ``cpuacct.usage``, v2 ``cpu.stat``), for the C core to sample while the sandbox
+        runs; -1 when the group has none (no cpuacct hierarchy on v1), before
+        ``__enter__`` and after ``__exit__``.  The group owns it."""
+        return self._cpu_fd
 
     @property
     def paths(self) -> list[str]:
@@ -609,6 +618,22 @@ class SandboxCgroup:
             except OSError as exc:
                 raise _failure("open", os.path.join(node.path, "cgroup.procs"), exc) from exc
             self._procs_fds.append(fd)
+        self._cpu_fd = self._open_cpu_counter()
+
+    def _open_cpu_counter(self) -> int:
+        """The group's CPU counter opened for reading, or -1 when it has none."""
+        for node in self._nodes:
+            if node.hierarchy.version == 2:
+                name = "cpu.stat"
+            elif _CPUACCT in node.controllers:
+                name = "cpuacct.usage"
+            else:
+                continue
+            try:
+                return os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=node.fd)
+            except OSError:
+                continue
+        return -1
 
     def _make(self, node: _Node, name: str) -> None:
         """Create ``node``'s directory; retried when a probe removed the parent meanwhile."""
@@ -783,6 +808,10 @@ class SandboxCgroup:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._procs_fds = []
+        if self._cpu_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._cpu_fd)
+            self._cpu_fd = -1
         try:
             if any(node.fd >= 0 for node in self._nodes):
                 self.kill(_KILL_SECONDS)

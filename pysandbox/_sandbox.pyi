@@ -35,10 +35,11 @@ def run(
     stdout_cap: int = ...,
     stderr_cap: int = ...,
     kill_on_cap: bool = ...,
-    timeout: float = ...,
+    timeout: float,
     cpu_limit: float = ...,
     cancel: _Cancel | None = ...,
     text: bool = ...,
     cgroup_procs: Sequence[int] = ...,
+    cgroup_cpu_fd: int = ...,
 ) -> RawResult: ...
 def seccomp_program() -> bytes: ...

@@ -395,7 +395,7 @@ PyDoc_STRVAR(run_doc,
              "run($module, /, argv, env, *, rlimits=(), pass_fds=(), captures=(), stdin=b'',\n"
              "    on_stdout=None, stdout_cap=sys.maxsize, stderr_cap=sys.maxsize,\n"
              "    kill_on_cap=False, timeout, cpu_limit=0.0, cancel=None, text=False,\n"
-             "    cgroup_procs=())\n"
+             "    cgroup_procs=(), cgroup_cpu_fd=-1)\n"
              "--\n\n"
              "Spawn argv[0] (an absolute path) with argv and env, apply rlimits in the\n"
              "child, map pass_fds to fds 3, 4, ... and close every other fd.  Each cap in\n"
@@ -409,6 +409,9 @@ PyDoc_STRVAR(run_doc,
              "text, stdout and stderr are str decoded from UTF-8 without the ASCII white\n"
              "space at their ends, or None where they are not UTF-8.  The child writes\n"
              "\"0\" to each fd of cgroup_procs (cgroup.procs files) before the exec.\n"
+             "cgroup_cpu_fd, when >= 0, is a readable fd of the sandbox's cgroup CPU\n"
+             "counter (v1 cpuacct.usage or v2 cpu.stat): the CPU watcher then also\n"
+             "counts every task that ever ran in the group.\n"
              "Returns a dict of\n"
              "facts; raises OSError if the child could not be started.");
 
@@ -420,16 +423,16 @@ PyDoc_STRVAR(run_doc,
  */
 static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"argv",       "env",         "rlimits",      "pass_fds",
-                               "captures",   "stdin",       "on_stdout",    "stdout_cap",
-                               "stderr_cap", "kill_on_cap", "timeout",      "cpu_limit",
-                               "cancel",     "text",        "cgroup_procs", NULL};
+    static char *keywords[] = {
+        "argv",      "env",        "rlimits",      "pass_fds",      "captures", "stdin",
+        "on_stdout", "stdout_cap", "stderr_cap",   "kill_on_cap",   "timeout",  "cpu_limit",
+        "cancel",    "text",       "cgroup_procs", "cgroup_cpu_fd", NULL};
     PyObject *argv_obj, *env_obj, *rlimits_obj = NULL, *fds_obj = NULL, *on_stdout = Py_None;
     PyObject *captures_obj = NULL, *cancel = Py_None, *cgroups_obj = NULL;
     int cgroup_fds[SBX_MAX_CGROUPS];
     Py_buffer stdin_view = {0};
     Py_ssize_t stdout_cap = PY_SSIZE_T_MAX, stderr_cap = PY_SSIZE_T_MAX, n;
-    int kill_on_cap = 0, text = 0, pump_rc, spawn_rc;
+    int kill_on_cap = 0, text = 0, pump_rc, spawn_rc, cgroup_cpu_fd = -1;
     double timeout = -1.0, cpu_limit = 0.0, started;
     PyObject *keep = NULL, *result = NULL;
     char **argv = NULL, **envp = NULL;
@@ -449,10 +452,10 @@ static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
     memset(&outcome, 0, sizeof outcome);
     memset(&config, 0, sizeof config);
     memset(&ctx, 0, sizeof ctx);
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOOy*OnnpddOpO:run", keywords, &argv_obj,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOOy*OnnpddOpOi:run", keywords, &argv_obj,
                                      &env_obj, &rlimits_obj, &fds_obj, &captures_obj, &stdin_view,
                                      &on_stdout, &stdout_cap, &stderr_cap, &kill_on_cap, &timeout,
-                                     &cpu_limit, &cancel, &text, &cgroups_obj))
+                                     &cpu_limit, &cancel, &text, &cgroups_obj, &cgroup_cpu_fd))
         return NULL;
     if (stdout_cap < 0 || stderr_cap < 0 || !(timeout > 0) || !isfinite(timeout) ||
         !(cpu_limit >= 0) || !isfinite(cpu_limit)) {
@@ -516,6 +519,7 @@ static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
     config.kill_on_cap = kill_on_cap;
     config.timeout_sec = timeout;
     config.cpu_limit = cpu_limit;
+    config.cgroup_cpu_fd = cgroup_cpu_fd;
     config.hooks.tick = tick_hook;
     config.hooks.on_stdout = on_stdout == Py_None ? NULL : stdout_hook;
     config.hooks.ctx = &ctx;

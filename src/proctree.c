@@ -192,3 +192,32 @@ void sbx_kill_children(pid_t parent)
     }
     free(children);
 }
+
+/*
+ * sbx_cgroup_cpu_seconds: the CPU seconds in a cgroup's CPU counter open on
+ * fd: v1 cpuacct.usage (one number, nanoseconds) or v2 cpu.stat (its
+ * "usage_usec" line, microseconds).  Read with pread from offset 0, so the
+ * same fd serves every sample.  Returns -1.0 when fd < 0 or the counter
+ * cannot be read or parsed.  Any thread; no GIL needed.
+ */
+double sbx_cgroup_cpu_seconds(int fd)
+{
+    static const char key[] = "usage_usec ";
+    char buf[1024], *line;
+    ssize_t n;
+    if (fd < 0)
+        return -1.0;
+    n = pread(fd, buf, sizeof buf - 1, 0);
+    if (n <= 0)
+        return -1.0;
+    buf[n] = '\0';
+    if (buf[0] >= '0' && buf[0] <= '9')
+        return (double)strtoull(buf, NULL, 10) / 1e9;
+    for (line = buf; line != NULL; line = strchr(line, '\n')) {
+        if (*line == '\n')
+            line++;
+        if (strncmp(line, key, sizeof key - 1) == 0)
+            return (double)strtoull(line + sizeof key - 1, NULL, 10) / 1e6;
+    }
+    return -1.0;
+}

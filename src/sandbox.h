@@ -134,6 +134,7 @@ struct sbx_pump_config {
     size_t stderr_cap;
     size_t capture_caps[SBX_MAX_CAPTURES];
     double cpu_limit;   /* CPU seconds of the whole tree; 0: not watched */
+    int cgroup_cpu_fd;  /* cpuacct.usage (v1) or cpu.stat (v2) of the sandbox's cgroup; -1 */
     int kill_on_cap;    /* kill the child as soon as a stream passes its cap */
     double timeout_sec; /* wall-clock limit; the child is killed past it */
     struct sbx_hooks hooks;
@@ -170,6 +171,7 @@ int sbx_pump(struct sbx_child *child, struct sbx_input *input, const struct sbx_
 
 double sbx_monotonic(void);
 double sbx_tree_cpu_seconds(pid_t root);
+double sbx_cgroup_cpu_seconds(int fd);
 void sbx_kill_children(pid_t parent);
 int sbx_seccomp_program(char **program, size_t *length);
 
