@@ -6,10 +6,11 @@ Six commands are measured in the same run, interleaved call by call (the order r
 every round, so no command always runs first or right after another):
 
 * ``pysandbox.run(["/bin/true"])``;
-* the bwrap command line pysandbox builds for that call (``pysandbox._run._sandbox_argv``
-  with the arguments ``run`` passes it), run from ``/bin/sh`` with ``exec`` under the same
-  resource limits (``ulimit``) and with its status, report and files fds sent to
-  ``/dev/null``: the same sandbox, without pysandbox's Python layer and C core;
+* the bwrap command line pysandbox builds for that call (``pysandbox._launch.command_line``
+  of the plan ``pysandbox._run.build_plan`` makes for it), run from ``/bin/sh`` with
+  ``exec`` under the same resource limits (``ulimit``) and with its status, report and
+  files fds sent to ``/dev/null``: the same sandbox, without pysandbox's Python layer and
+  C core;
 * a minimal ``bwrap --unshare-all`` running ``/usr/bin/true`` from ``/bin/sh``: the floor
   for any sandbox built by bubblewrap;
 * ``pysandbox.run_python("pass")``, and its bwrap command line from ``/bin/sh`` in the
@@ -166,32 +167,18 @@ def shell_command(argv: list[str], files: dict[str, str]) -> ShellCommand:
 
 def run_argv(limits: Limits) -> list[str]:
     """What ``pysandbox.run(TRUE_ARGV)`` hands to the C core."""
-    return _run._sandbox_argv(
-        list(TRUE_ARGV),
-        python=_bwrap.find_python(),
-        limits=limits,
-        readable=[],
-        env_options=[],
-        n_pass_fds=1,
-        files_in=False,
-        code=False,
-    )
+    plan, _ = _run.build_plan(list(TRUE_ARGV), limits=limits)
+    return _launch.command_line(plan)
 
 
 def run_python_argv(limits: Limits) -> list[str]:
     """What ``pysandbox.run_python(PYTHON_CODE)`` hands to the C core (the seccomp
     program and the code are its passed fds)."""
     python = _bwrap.find_python()
-    return _run._sandbox_argv(
-        [python, "-u", _run.MAIN_PATH],
-        python=python,
-        limits=limits,
-        readable=[],
-        env_options=[],
-        n_pass_fds=2,
-        files_in=False,
-        code=True,
+    plan, _ = _run.build_plan(
+        [python, "-u", _bwrap.MAIN_PATH], limits=limits, code=PYTHON_CODE.encode()
     )
+    return _launch.command_line(plan)
 
 
 def shell_argv(script: str, argv: list[str]) -> list[str]:
@@ -258,8 +245,8 @@ def verify_shell_sandbox(
         with open(os.path.join(out_dir, str(status_fd)), "rb") as f:
             status = _launch.bwrap_report(f.read())
         with open(os.path.join(out_dir, str(report_fd)), "rb") as f:
-            report = _run._parse_init_report(f.read())
-    if status.get("exit-code") != 0 or report is None or report[0] != 0:
+            report = _launch.parse_init_report(f.read())
+    if status.get("exit-code") != 0 or report is None or report.wait_status != 0:
         raise RuntimeError(f"{name}: bwrap reported {status}, the init reported {report}")
 
 
@@ -334,7 +321,7 @@ def run(settings: Settings) -> None:
     # The shell variants get the rlimits but no cgroup: their difference from run()
     # includes the per-sandbox cgroup, which is part of what run() costs.
     rlimits = [
-        r for r in _run._within_own_limits(limits.rlimits()) if r[0] != resource.RLIMIT_NPROC
+        r for r in _launch.within_own_limits(limits.rlimits()) if r[0] != resource.RLIMIT_NPROC
     ]
     bwrap = _bwrap.find_bwrap()
     print(f"pysandbox: {pysandbox.__version__} from {os.path.dirname(pysandbox.__file__ or '?')}")
@@ -344,7 +331,7 @@ def run(settings: Settings) -> None:
     verify_limits(rlimits)
 
     with tempfile.TemporaryDirectory(prefix="bench_run-") as tmp_dir:
-        code_path = os.path.join(tmp_dir, _run.MAIN_NAME)
+        code_path = os.path.join(tmp_dir, _bwrap.MAIN_NAME)
         with open(code_path, "w", encoding="utf-8") as f:
             f.write(PYTHON_CODE)
         seccomp_path = os.path.join(tmp_dir, "seccomp.bpf")

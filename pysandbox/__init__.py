@@ -7,11 +7,11 @@
 
 from __future__ import annotations
 
-from ._api import eval_in_sandbox
 from ._async import run_async, run_python_async
-from ._errors import SandboxError
+from ._errors import Cancelled, SandboxError
+from ._eval import eval_in_sandbox
 from ._limits import Limits
-from ._run import Cancelled, run, run_python
+from ._run import run, run_python
 from ._selftest import Check, SelftestReport, selftest
 from ._types import ProcessOutput, Result, Status
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from ._api import eval_in_sandbox
+from ._eval import eval_in_sandbox
 from ._selftest import selftest
 
 DEMO_PROGRAM = r"""

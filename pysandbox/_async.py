@@ -8,8 +8,9 @@ import contextlib
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
+from ._errors import Cancelled
 from ._limits import Limits
-from ._run import Cancelled, Stdin, run, run_python
+from ._run import Stdin, run, run_python
 from ._types import Result
 
 __all__ = ["run_async", "run_python_async"]

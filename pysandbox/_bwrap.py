@@ -17,14 +17,17 @@ from . import _sandbox
 from ._errors import SandboxError
 
 __all__ = [
-    "CODE_FD",
+    "CODE_DIR",
     "CODE_PATH",
     "INIT_PATH",
+    "MAIN_NAME",
+    "MAIN_PATH",
+    "SANDBOX_PATH",
     "SECCOMP_FD",
-    "STATUS_FD",
+    "WORKDIR",
     "Identity",
     "base_options",
-    "eval_argv",
+    "eval_options",
     "filesystem_options",
     "find_bwrap",
     "find_init",
@@ -34,20 +37,24 @@ __all__ = [
     "namespace_options",
     "parent_dirs",
     "python_mounts",
+    "run_options",
     "sandbox_identity",
     "seccomp_program",
     "system_mounts",
 ]
 
-#: The fds bwrap gets, numbered as the C core maps them: pass_fds[i] becomes fd 3 + i
-#: and the capture pipes come next.  The syscall filter is always the first passed fd;
-#: for eval_in_sandbox the code is the second.
+#: The syscall filter is always the first fd passed to bwrap (``_launch.FdLayout``).
 SECCOMP_FD = 3
-CODE_FD = 4
-STATUS_FD = 5
-#: Where the sandboxed code lives (read-only), as in the reference implementation.
+#: Where eval_in_sandbox's code lives (read-only), as in the reference implementation.
 CODE_DIR = "/home"
 CODE_PATH = "/home/code.py"
+#: run's working directory: a writable tmpfs of ``Limits.disk`` bytes.
+WORKDIR = "/sandbox"
+#: Where ``run_python`` puts the code, read-only, inside ``WORKDIR``.
+MAIN_NAME = "main.py"
+MAIN_PATH = f"{WORKDIR}/{MAIN_NAME}"
+#: The PATH run's programs see, and where a bare ``argv[0]`` is looked up.
+SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 #: Top-level system directories the sandbox may see read-only, when the host has them.
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -287,22 +294,11 @@ def init_prefix(identity: Identity | None) -> list[str]:
     return [INIT_PATH, *(identity.init_options() if identity else [])]
 
 
-def eval_argv(bwrap: str, python: str) -> list[str]:
-    """The full command line that runs ``CODE_PATH`` with ``python -u`` inside bubblewrap.
-
-    See ``base_options``.  The environment is cleared; the sandbox dies with its parent
-    and gets a new session (no TIOCSTI into the caller's terminal); the root and
-    ``/home`` are read-only.  The code arrives through fd ``CODE_FD`` and is copied into
-    the sandbox, so no host file holds it.  bwrap reports on ``STATUS_FD``; its
-    ``exit-code`` report comes only from a sandbox it finished building, which tells a
-    setup failure from the code's own exit 1.
-    """
-    options = base_options(python, os.geteuid())
+def eval_options(code_fd: int) -> list[str]:
+    """eval_in_sandbox's part of the command line: the code at ``CODE_PATH``, read-only,
+    copied in from ``code_fd`` (so no host file holds it), and ``CODE_DIR`` as the working
+    directory, as in the reference implementation.  The root is read-only."""
     return [
-        bwrap,
-        *options,
-        "--json-status-fd",
-        str(STATUS_FD),
         "--perms",
         "0755",
         "--dir",
@@ -312,15 +308,27 @@ def eval_argv(bwrap: str, python: str) -> list[str]:
         "--perms",
         "0666",
         "--ro-bind-data",
-        str(CODE_FD),
+        str(code_fd),
         CODE_PATH,
         "--chdir",
         CODE_DIR,
-        "--remount-ro",
-        "/",
-        *init_prefix(sandbox_identity()),
-        "--",
-        python,
-        "-u",
-        CODE_PATH,
     ]
+
+
+def run_options(
+    *, disk: int, readable: Sequence[str], env: Sequence[str], code_fd: int | None
+) -> list[str]:
+    """run's part of the command line: the extra read-only paths, a writable tmpfs of
+    ``disk`` bytes as the working directory ``WORKDIR`` (also ``HOME``), the code at
+    ``MAIN_PATH`` (read-only, from ``code_fd``) for run_python, ``PATH`` and the
+    ``--setenv`` options of ``env``."""
+    options = []
+    for path in parent_dirs(readable):
+        options += ["--perms", "0755", "--dir", path]
+    for path in readable:
+        options += ["--ro-bind", path, path]
+    options += ["--perms", "0777", "--size", str(disk), "--tmpfs", WORKDIR]
+    if code_fd is not None:
+        options += ["--perms", "0444", "--ro-bind-data", str(code_fd), MAIN_PATH]
+    options += ["--setenv", "PATH", SANDBOX_PATH, "--setenv", "HOME", WORKDIR, *env]
+    return [*options, "--chdir", WORKDIR]

@@ -36,6 +36,8 @@ class Confinement:
     cgroup_procs: list[int]
     #: The group, for its usage after the run; None without one.
     cgroup: SandboxCgroup | None
+    #: A readable fd of the group's CPU counter for the C core's watcher; -1 without one.
+    cpu_counter: int = -1
 
     def usage(self) -> CgroupUsage | None:
         return self.cgroup.usage() if self.cgroup is not None else None
@@ -62,16 +64,10 @@ def confine(
     processes: int,
     memory_total: int | None,
     rlimits: Sequence[tuple[int, int, int]],
-    cgroups: bool = True,
 ) -> Iterator[Confinement]:
     """Set up the caps of one run; the cgroup (if any) is removed on exit, with every
     process left in it killed.  ``rlimits`` may hold an ``RLIMIT_NPROC`` entry, which is
-    replaced by the choice made here.  ``cgroups=False`` uses the rlimits only: a
-    sandbox in a cgroup of its own starts 3 to 6 ms slower (measured on cgroup v1)."""
-    if not cgroups:
-        base = [item for item in rlimits if item[0] != resource.RLIMIT_NPROC]
-        yield _without_cgroup(processes, base, "")
-        return
+    replaced by the choice made here."""
     support = probe()
     base = [item for item in rlimits if item[0] != resource.RLIMIT_NPROC]
     want_memory = memory_total if support.memory else None
@@ -88,7 +84,9 @@ def confine(
             fallback = _without_cgroup(processes, base, support.reason)
             processes_by, limits = fallback.processes_by, fallback.rlimits
         memory_by = f"{version} memory controller, this sandbox only" if want_memory else ""
-        yield Confinement(processes_by, memory_by, limits, group.procs_fds, group)
+        yield Confinement(
+            processes_by, memory_by, limits, group.procs_fds, group, group.cpu_counter
+        )
 
 
 def _without_cgroup(processes: int, base: list[tuple[int, int, int]], reason: str) -> Confinement:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["SandboxError"]
+__all__ = ["Cancelled", "SandboxError"]
 
 
 class SandboxError(Exception):
@@ -13,3 +13,7 @@ class SandboxError(Exception):
     ``Cannot find the `bwrap` executable``), and with a message naming the cause and
     the fix when the host cannot build a sandbox.  Never means the code ran unsandboxed.
     """
+
+
+class Cancelled(Exception):
+    """The run was cancelled through its ``cancel`` event; the sandbox is gone."""

@@ -1,31 +1,64 @@
-"""Run one bwrap command line through the C core and tell a sandbox that ran from one that
-could not be built.  Shared by every public entry point."""
+"""The one launch path: every public API builds a ``Plan`` and reads the ``Facts``.
+
+This module is the only caller of ``_sandbox.run``.  It owns what every sandbox gets,
+whichever API asked for it, so that a safety default is added here once:
+
+* the fd layout inside bwrap (``FdLayout``): the syscall filter, the API's payloads,
+  bwrap's status pipe, the init's report pipe, the API's own captures;
+* the bwrap command line around the API's part: the cached base options (namespaces,
+  filter, read-only system, ``/proc``, devices, the init), bwrap's status report, the
+  read-only root, the init with its identity and its report;
+* the always-on resource limits (``ALWAYS_RLIMITS``) and the clamp of a non-root
+  caller's limits to its own hard limits;
+* the process and memory caps of the whole sandbox (``confine``: a cgroup, or
+  ``RLIMIT_NPROC``), and the cgroup's CPU counter for the C core's watcher;
+* the mapping of a failed spawn, a sandbox bwrap could not build and a program the
+  init could not start to a ``SandboxError`` naming the cause and the fix.
+
+``eval_in_sandbox`` and ``run``/``run_python`` differ only in their ``Plan`` (mounts,
+payloads, pump options) and in how they read the ``Facts``.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import json
 import os
 import resource
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Protocol
 
-from . import _sandbox
-from ._bwrap import seccomp_program
-from ._errors import SandboxError
+from . import _bwrap, _sandbox
+from ._cgroup import CgroupUsage
+from ._confine import confine
+from ._errors import Cancelled, SandboxError
 
 __all__ = [
-    "REPORT_CAP",
-    "Ran",
+    "ALWAYS_RLIMITS",
+    "CancelEvent",
+    "Facts",
+    "FdLayout",
+    "InitReport",
+    "Plan",
     "bwrap_report",
+    "command_line",
     "launch",
-    "setup_failure",
-    "spawn_failure",
-    "write_memfd",
+    "parse_init_report",
+    "within_own_limits",
 ]
 
 #: bwrap's status reports are a few dozen bytes; keep no more than this.
 REPORT_CAP = 64 * 1024
+#: The init's report is one short line.
+INIT_REPORT_CAP = 4096
+#: The syscall filter is always the first passed fd (``_bwrap.base_options`` names it).
+FIRST_PAYLOAD_FD = _bwrap.SECCOMP_FD + 1
+
+#: Set on every sandbox whatever the API: a crash inside must not hand its memory to
+#: the host's core-dump handler (``kernel.core_pattern`` may pipe it to a host program).
+ALWAYS_RLIMITS: tuple[tuple[int, int, int], ...] = ((resource.RLIMIT_CORE, 0, 0),)
 
 #: Fixes for the host faults a user can do something about, by errno of the failed call.
 _HOST_FIXES = {
@@ -46,41 +79,115 @@ _USERNS_FIX = (
 )
 
 
-def write_memfd(code: bytes) -> int:
-    """A memfd holding ``code``, positioned at its start: the code or the input files.
+class CancelEvent(Protocol):
+    """What the C core asks each tick (``threading.Event`` fits)."""
 
-    They never touch the host's filesystem, so the sandbox cannot be pointed at a host
-    path the caller would later trust.
-    """
-    try:
-        fd = os.memfd_create("pysandbox-data", os.MFD_CLOEXEC)
-    except OSError as exc:
-        raise SandboxError(f"cannot create a memfd for the sandbox: {exc.strerror}") from exc
-    try:
-        view = memoryview(code)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.lseek(fd, 0, os.SEEK_SET)
-    except OSError as exc:
-        os.close(fd)
-        raise SandboxError(f"cannot write to the sandbox memfd: {exc.strerror}") from exc
-    return fd
+    def is_set(self) -> bool: ...
 
 
 @dataclasses.dataclass(frozen=True)
-class Ran:
-    """What eval_in_sandbox needs to know of one sandbox that was built and ran (or was
-    killed while running)."""
+class FdLayout:
+    """The fd numbers inside bwrap, as the C core maps them: ``pass_fds[i]`` becomes
+    ``3 + i`` (the syscall filter first, then the payloads), and the capture pipes follow
+    (bwrap's status, the init's report, then the API's own captures)."""
 
-    #: The exit status as ``subprocess`` reports it: the exit code, or -N for signal N.
-    returncode: int
-    #: bytes, or with ``text`` the stripped str (None when it is not UTF-8).
-    stdout: bytes | str | None
-    stderr: bytes | str | None
-    stdout_truncated: bool
-    stderr_truncated: bool
-    timed_out: bool
-    killed_on_cap: bool
+    #: The fds of the API's payloads (code, input files), in the order given.
+    payloads: tuple[int, ...]
+    #: bwrap's ``--json-status-fd``.
+    status: int
+    #: The init's ``--report-fd``.
+    report: int
+    #: The fds of the API's own capture pipes, in the order given.
+    captures: tuple[int, ...]
+
+    @classmethod
+    def of(cls, *, payloads: int = 0, captures: int = 0) -> FdLayout:
+        """The layout for that many payloads and API captures."""
+        status = FIRST_PAYLOAD_FD + payloads
+        return cls(
+            payloads=tuple(range(FIRST_PAYLOAD_FD, status)),
+            status=status,
+            report=status + 1,
+            captures=tuple(range(status + 2, status + 2 + captures)),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """One sandbox, as an API wants it.  The API numbers its fds with ``layout`` (made by
+    ``FdLayout.of`` for its payloads and captures) and gives the rest of the command line:
+    ``options`` for bwrap after the common ones, ``init_options`` for the init after the
+    common ones, and ``program``."""
+
+    layout: FdLayout
+    #: The interpreter whose directories the sandbox shows (see ``_bwrap.base_options``).
+    python: str
+    options: Sequence[str]
+    init_options: Sequence[str]
+    program: Sequence[str]
+    #: Data served read-only on ``layout.payloads``, one memfd each.
+    payloads: Sequence[bytes]
+    #: Caps of the API's capture pipes, on ``layout.captures``.
+    capture_caps: Sequence[int]
+    #: The API's resource limits; ``RLIMIT_NPROC`` here is replaced by ``confine``'s choice.
+    rlimits: Sequence[tuple[int, int, int]]
+    #: The cap on processes and threads, and on the whole sandbox's memory (None: none).
+    processes: int
+    memory_total: int | None
+    stdout_cap: int
+    stderr_cap: int
+    kill_on_cap: bool
+    timeout: float
+    #: CPU seconds of the whole tree; 0: not watched.
+    cpu_limit: float = 0.0
+    stdin: bytes = b""
+    on_stdout: Callable[[bytes], bytes | None] | None = None
+    cancel: CancelEvent | None = None
+    #: stdout and stderr as stripped str (None where not UTF-8): eval_in_sandbox's way.
+    text: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class InitReport:
+    """What pysandbox's init said when the program ended."""
+
+    #: The program's raw wait status (exit code or signal).
+    wait_status: int
+    #: CPU seconds (user + system) of every process the init reaped.
+    cpu_time: float
+    #: Peak resident set of the largest of them, in bytes.
+    max_rss: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Facts:
+    """What happened to one sandbox that bwrap built (or that was killed while it ran)."""
+
+    raw: _sandbox.RawResult
+    #: The init's report; None when the sandbox was killed before the program ended.
+    init: InitReport | None
+    #: The contents of the API's capture pipes, and whether each passed its cap.
+    captures: list[bytes]
+    captures_truncated: list[bool]
+    #: The cgroup's counters, when the sandbox had a cgroup.
+    usage: CgroupUsage | None
+
+    @property
+    def killed(self) -> bool:
+        """The C core killed the sandbox: wall time, an output cap, or the CPU watcher."""
+        return self.raw["timed_out"] or self.raw["killed_on_cap"] or self.raw["cpu_exceeded"]
+
+    @property
+    def cpu_time(self) -> float:
+        """CPU seconds of the whole sandbox: the cgroup's counter where there is one (it
+        counts every task that ever ran, also children nobody reaped), else the init's
+        report, else the C core's last sample of the tree."""
+        candidates = [self.raw["tree_cpu_time"], self.raw["user_time"] + self.raw["system_time"]]
+        if self.init is not None:
+            candidates.append(self.init.cpu_time)
+        if self.usage is not None and self.usage.cpu_time is not None:
+            candidates.append(self.usage.cpu_time)
+        return max(candidates)
 
 
 def bwrap_report(report: bytes) -> dict[str, object]:
@@ -102,12 +209,24 @@ def bwrap_report(report: bytes) -> dict[str, object]:
             merged.update(document)
 
 
-def spawn_failure(exc: OSError) -> SandboxError:
+def parse_init_report(report: bytes) -> InitReport | None:
+    """The init's ``exit STATUS USER_US SYSTEM_US MAX_RSS_KB`` line, or None."""
+    fields = report.split()
+    if len(fields) != 5 or fields[0] != b"exit":
+        return None
+    try:
+        status, user_us, system_us, max_rss_kb = (int(f) for f in fields[1:])
+    except ValueError:
+        return None
+    return InitReport(status, (user_us + system_us) / 1e6, max_rss_kb * 1024)
+
+
+def _spawn_failure(exc: OSError) -> SandboxError:
     fix = _HOST_FIXES.get(exc.errno or 0, "see the error above")
     return SandboxError(f"could not start bubblewrap: {exc.strerror}; {fix}")
 
 
-def setup_failure(raw: _sandbox.RawResult) -> SandboxError:
+def _setup_failure(raw: _sandbox.RawResult) -> SandboxError:
     stderr = raw["stderr"]
     words = stderr.decode("utf-8", "replace") if isinstance(stderr, bytes) else stderr or ""
     words = words.strip() or "no message"
@@ -122,74 +241,124 @@ def setup_failure(raw: _sandbox.RawResult) -> SandboxError:
     )
 
 
-def launch(
-    argv: Sequence[str],
-    *,
-    code: bytes,
-    rlimits: Sequence[tuple[int, int, int]],
-    stdout_cap: int,
-    stderr_cap: int,
-    kill_on_cap: bool,
-    timeout: float,
-    stdin: bytes = b"",
-    on_stdout: Callable[[bytes], bytes | None] | None = None,
-    text: bool = False,
-    cgroup_procs: Sequence[int] = (),
-) -> Ran:
-    """Run ``argv`` (a bwrap command line from ``_bwrap``) and return the C core's facts.
+def within_own_limits(rlimits: Sequence[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """Every limit, plus ``ALWAYS_RLIMITS``; for a non-root caller, who cannot raise a
+    hard limit, each at most the caller's own."""
+    chosen = {which: (soft, hard) for which, soft, hard in rlimits}
+    chosen.update({which: (soft, hard) for which, soft, hard in ALWAYS_RLIMITS})
+    if os.geteuid() != 0:
+        for which, (soft, hard) in chosen.items():
+            ceiling = resource.getrlimit(which)[1]
+            if ceiling != resource.RLIM_INFINITY:
+                chosen[which] = (min(soft, ceiling), min(hard, ceiling))
+    return [(which, soft, hard) for which, (soft, hard) in chosen.items()]
 
-    The filter is served on ``SECCOMP_FD``, ``code`` on ``CODE_FD``; bwrap's status
-    goes to ``STATUS_FD``.  Raises
-    ``SandboxError`` when bwrap cannot be started or cannot build the sandbox, or when
-    the exit status is lost and bwrap did not report it either; an
-    exception from ``on_stdout`` or a ``KeyboardInterrupt`` propagates after the sandbox
-    is killed and reaped.  The core always adds ``RLIMIT_CORE=0``: a crash inside must not
-    hand its memory to the host's core-dump handler.
+
+def _write_memfd(data: bytes) -> int:
+    """A memfd holding ``data``, positioned at its start.
+
+    Payloads never touch the host's filesystem, so the sandbox cannot be pointed at a
+    host path the caller would later trust.
     """
-    code_fd = write_memfd(code)
     try:
-        seccomp_fd = write_memfd(seccomp_program())
-    except BaseException:
-        os.close(code_fd)
-        raise
-    try:
-        raw = _sandbox.run(
-            argv,
-            [],
-            rlimits=[*rlimits, (resource.RLIMIT_CORE, 0, 0)],
-            cgroup_procs=cgroup_procs,
-            pass_fds=[seccomp_fd, code_fd],
-            captures=[REPORT_CAP],
-            stdin=stdin,
-            on_stdout=on_stdout,
-            stdout_cap=stdout_cap,
-            stderr_cap=stderr_cap,
-            kill_on_cap=kill_on_cap,
-            timeout=timeout,
-            text=text,
-        )
+        fd = os.memfd_create("pysandbox-data", os.MFD_CLOEXEC)
     except OSError as exc:
-        raise spawn_failure(exc) from exc
+        raise SandboxError(f"cannot create a memfd for the sandbox: {exc.strerror}") from exc
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError as exc:
+        os.close(fd)
+        raise SandboxError(f"cannot write to the sandbox memfd: {exc.strerror}") from exc
+    return fd
+
+
+@contextlib.contextmanager
+def _memfds(payloads: Sequence[bytes]) -> Iterator[list[int]]:
+    """The syscall filter, then each payload, in memfds closed on exit."""
+    fds: list[int] = []
+    try:
+        for data in (_bwrap.seccomp_program(), *payloads):
+            fds.append(_write_memfd(data))
+        yield fds
     finally:
-        os.close(code_fd)
-        os.close(seccomp_fd)
-    report = bwrap_report(raw["captures"][0])
-    killed = raw["timed_out"] or raw["killed_on_cap"]
-    # bwrap reports an exit code only for a sandbox it finished building.
-    if "exit-code" not in report and not killed:
-        raise setup_failure(raw)
-    if raw["status_known"]:
-        returncode = os.waitstatus_to_exitcode(raw["wait_status"])
-    elif isinstance(report.get("exit-code"), int):
-        returncode = int(report["exit-code"])  # type: ignore[call-overload]
-    else:
-        returncode = -9  # killed by us before it could report: the status is moot
-    return Ran(
-        returncode=returncode,
-        stdout=raw["stdout"],
-        stderr=raw["stderr"],
-        stdout_truncated=raw["stdout_truncated"],
-        stderr_truncated=raw["stderr_truncated"],
-        timed_out=raw["timed_out"],
-        killed_on_cap=raw["killed_on_cap"],
+        for fd in fds:
+            os.close(fd)
+
+
+def command_line(plan: Plan) -> list[str]:
+    """bwrap's whole command line for ``plan``: the common part around the API's."""
+    layout = plan.layout
+    return [
+        _bwrap.find_bwrap(),
+        *_bwrap.base_options(plan.python, os.geteuid()),
+        "--json-status-fd",
+        str(layout.status),
+        *plan.options,
+        "--remount-ro",
+        "/",
+        *_bwrap.init_prefix(_bwrap.sandbox_identity()),
+        "--report-fd",
+        str(layout.report),
+        *plan.init_options,
+        "--",
+        *plan.program,
+    ]
+
+
+def launch(plan: Plan) -> Facts:
+    """Run ``plan``'s sandbox to its end and return the facts.
+
+    Raises ``SandboxError`` when bwrap cannot be started, when it could not build the
+    sandbox (it reports an exit code only for a sandbox it finished building), or when
+    the exit status was lost and nobody reported it; ``Cancelled`` when ``plan.cancel``
+    fired.  An exception from ``plan.on_stdout`` or a ``KeyboardInterrupt`` propagates.
+    In every case the sandbox is killed and reaped first.
+    """
+    if len(plan.payloads) != len(plan.layout.payloads) or len(plan.capture_caps) != len(
+        plan.layout.captures
+    ):
+        raise ValueError("the plan's payloads and captures do not match its fd layout")
+    argv = command_line(plan)
+    with (
+        _memfds(plan.payloads) as pass_fds,
+        confine(
+            processes=plan.processes, memory_total=plan.memory_total, rlimits=plan.rlimits
+        ) as confinement,
+    ):
+        try:
+            raw = _sandbox.run(
+                argv,
+                [],
+                rlimits=within_own_limits(confinement.rlimits),
+                cgroup_procs=confinement.cgroup_procs,
+                cgroup_cpu_fd=confinement.cpu_counter,
+                pass_fds=pass_fds,
+                captures=[REPORT_CAP, INIT_REPORT_CAP, *plan.capture_caps],
+                stdin=plan.stdin,
+                on_stdout=plan.on_stdout,
+                stdout_cap=plan.stdout_cap,
+                stderr_cap=plan.stderr_cap,
+                kill_on_cap=plan.kill_on_cap,
+                timeout=plan.timeout,
+                cpu_limit=plan.cpu_limit,
+                cancel=plan.cancel,
+                text=plan.text,
+            )
+        except OSError as exc:
+            raise _spawn_failure(exc) from exc
+        usage = confinement.usage()
+    if raw["cancelled"]:
+        raise Cancelled("the run was cancelled; the sandbox was killed")
+    facts = Facts(
+        raw=raw,
+        init=parse_init_report(raw["captures"][1]),
+        captures=raw["captures"][2:],
+        captures_truncated=raw["captures_truncated"][2:],
+        usage=usage,
     )
+    if "exit-code" not in bwrap_report(raw["captures"][0]) and not facts.killed:
+        raise _setup_failure(raw)
+    return facts

@@ -114,8 +114,8 @@ class Limits:
 
         ``RLIMIT_CPU`` is only a per-process backstop at ``ceil(cpu_time) + 1`` seconds
         (``SIGXCPU``), hard one second later (``SIGKILL``): the C core's watcher of the
-        whole tree kills first, and precisely.  ``RLIMIT_CORE`` is 0: a crash inside must
-        not hand its memory to the host's core-dump handler.
+        whole tree kills first, and precisely.  The launch adds the limits every sandbox
+        gets (``_launch.ALWAYS_RLIMITS``: no core dumps).
         """
         cpu = math.ceil(self.cpu_time) + 1
         return [
@@ -124,5 +124,4 @@ class Limits:
             (resource.RLIMIT_FSIZE, self.file_size, self.file_size),
             (resource.RLIMIT_NOFILE, self.open_files, self.open_files),
             (resource.RLIMIT_CPU, cpu, cpu + 1),
-            (resource.RLIMIT_CORE, 0, 0),
         ]

@@ -4,46 +4,25 @@
 from __future__ import annotations
 
 import os
-import resource
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol, Union
+from typing import Union
 
-from . import _bwrap, _sandbox
-from ._cgroup import CgroupUsage
+from . import _bwrap
+from ._bwrap import MAIN_NAME, MAIN_PATH, WORKDIR
 from ._classify import classify
-from ._confine import Confinement, confine
 from ._errors import SandboxError
 from ._files import decode_files, encode_files
-from ._launch import REPORT_CAP, bwrap_report, setup_failure, spawn_failure, write_memfd
+from ._launch import CancelEvent, Facts, FdLayout, Plan, launch
 from ._limits import Limits
 from ._types import Result
 
-__all__ = ["WORKDIR", "CancelEvent", "Cancelled", "Stdin", "run", "run_python"]
+__all__ = ["Stdin", "build_plan", "run", "run_python"]
 
-#: The program's working directory: a writable tmpfs of ``Limits.disk`` bytes.
-WORKDIR = "/sandbox"
-#: Where ``run_python`` puts the code, read-only, inside ``WORKDIR``.
-MAIN_NAME = "main.py"
-MAIN_PATH = f"{WORKDIR}/{MAIN_NAME}"
-#: The PATH a program sees, and where a bare ``argv[0]`` is looked up.
-SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
-#: The init's report is one short line.
-INIT_REPORT_CAP = 4096
 #: Room in the files stream for the record headers and names, beyond the contents.
 FILES_OVERHEAD = 4 * 2**20
 
 #: What ``stdin`` may be: data, a callback for interactive programs, or None (closed).
 Stdin = Union[bytes, str, Callable[[bytes], Union[bytes, str, None]], None]
-
-
-class Cancelled(Exception):
-    """The run was cancelled through its ``cancel`` event; the sandbox is gone."""
-
-
-class CancelEvent(Protocol):
-    """What the C core asks each tick (``threading.Event`` fits)."""
-
-    def is_set(self) -> bool: ...
 
 
 def _check_argv(argv: object) -> list[str]:
@@ -123,74 +102,6 @@ def _stdin_plan(
     return first, on_stdout
 
 
-def _within_own_limits(rlimits: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
-    """A non-root caller cannot raise a hard limit: each limit is at most its own."""
-    if os.geteuid() == 0:
-        return rlimits
-    capped = []
-    for which, soft, hard in rlimits:
-        ceiling = resource.getrlimit(which)[1]
-        if ceiling != resource.RLIM_INFINITY:
-            soft, hard = min(soft, ceiling), min(hard, ceiling)
-        capped.append((which, soft, hard))
-    return capped
-
-
-def _parse_init_report(report: bytes) -> tuple[int, float, int] | None:
-    """``(raw wait status, cpu seconds, max rss bytes)`` from the init's report line."""
-    fields = report.split()
-    if len(fields) != 5 or fields[0] != b"exit":
-        return None
-    try:
-        status, user_us, system_us, max_rss_kb = (int(f) for f in fields[1:])
-    except ValueError:
-        return None
-    return status, (user_us + system_us) / 1e6, max_rss_kb * 1024
-
-
-def _sandbox_argv(
-    program: list[str],
-    *,
-    python: str,
-    limits: Limits,
-    readable: list[str],
-    env_options: list[str],
-    n_pass_fds: int,
-    files_in: bool,
-    code: bool,
-) -> list[str]:
-    """The bwrap command line: the sandbox of ``base_options`` plus a writable working
-    directory, the extra read-only paths, and the init supervising ``program``.  The
-    passed fds are the syscall filter (3), then the input files and the code if any."""
-    options = _bwrap.base_options(python, os.geteuid())
-    status_fd = 3 + n_pass_fds
-    report_fd, files_out_fd = status_fd + 1, status_fd + 2
-    argv = [_bwrap.find_bwrap(), *options]
-    for path in _bwrap.parent_dirs(readable):
-        argv += ["--perms", "0755", "--dir", path]
-    for path in readable:
-        argv += ["--ro-bind", path, path]
-    argv += ["--json-status-fd", str(status_fd)]
-    argv += ["--perms", "0777", "--size", str(limits.disk), "--tmpfs", WORKDIR]
-    if code:
-        argv += ["--perms", "0444", "--ro-bind-data", str(4 + int(files_in)), MAIN_PATH]
-    argv += ["--setenv", "PATH", SANDBOX_PATH, "--setenv", "HOME", WORKDIR, *env_options]
-    argv += [
-        "--chdir",
-        WORKDIR,
-        "--remount-ro",
-        "/",
-        *_bwrap.init_prefix(_bwrap.sandbox_identity()),
-    ]
-    argv += ["--report-fd", str(report_fd), "--files-out-fd", str(files_out_fd)]
-    argv += ["--files-dir", WORKDIR, "--files-max", str(limits.files_out)]
-    if files_in:
-        argv += ["--files-in-fd", "4"]
-    if code:
-        argv += ["--skip", MAIN_NAME]
-    return [*argv, "--", *program]
-
-
 def _execute(
     program: list[str],
     *,
@@ -203,6 +114,33 @@ def _execute(
     cancel: CancelEvent | None,
 ) -> Result:
     """Validate everything, run ``program`` under the init, and classify the outcome."""
+    plan, checked = build_plan(
+        program,
+        stdin=stdin,
+        limits=limits,
+        files=files,
+        readable=readable,
+        env=env,
+        code=code,
+        cancel=cancel,
+    )
+    return _result(launch(plan), checked)
+
+
+def build_plan(
+    program: list[str],
+    *,
+    stdin: Stdin = None,
+    limits: Limits | None = None,
+    files: Mapping[str, bytes] | None = None,
+    readable: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    code: bytes | None = None,
+    cancel: CancelEvent | None = None,
+) -> tuple[Plan, Limits]:
+    """Check the arguments of ``run`` and build its ``Plan``: ``program`` under the
+    init, in a writable ``WORKDIR`` with the files, and the code when ``code`` is given
+    (``run_python``).  Returns the limits in force with it."""
     if limits is None:
         limits = Limits()
     elif not isinstance(limits, Limits):
@@ -218,95 +156,61 @@ def _execute(
     initial, on_stdout = _stdin_plan(stdin)
     python = _bwrap.find_python()
 
-    fds: list[int] = []
-    try:
-        for data in (_bwrap.seccomp_program(), files_stream, code):
-            if data is not None:
-                fds.append(write_memfd(data))
-        argv = _sandbox_argv(
-            program,
+    payloads = [data for data in (files_stream, code) if data is not None]
+    layout = FdLayout.of(payloads=len(payloads), captures=1)
+    files_fd = layout.payloads[0] if files_stream is not None else None
+    code_fd = layout.payloads[-1] if code is not None else None
+    init_options = ["--files-out-fd", str(layout.captures[0])]
+    init_options += ["--files-dir", WORKDIR, "--files-max", str(limits.files_out)]
+    if files_fd is not None:
+        init_options += ["--files-in-fd", str(files_fd)]
+    if code is not None:
+        init_options += ["--skip", MAIN_NAME]
+    plan = Plan(
+        layout=layout,
             python=python,
-            limits=limits,
-            readable=paths,
-            env_options=env_options,
-            n_pass_fds=len(fds),
-            files_in=files_stream is not None,
-            code=code is not None,
-        )
-        with confine(
+            options=_bwrap.run_options(
+                disk=limits.disk, readable=paths, env=env_options, code_fd=code_fd
+            ),
+            init_options=init_options,
+            program=program,
+            payloads=payloads,
+            capture_caps=[limits.files_out + FILES_OVERHEAD],
+            rlimits=limits.rlimits(),
             processes=limits.processes,
             memory_total=limits.memory + limits.disk,
-            rlimits=limits.rlimits(),
-        ) as confinement:
-            raw = _spawn(argv, fds, limits, initial, on_stdout, cancel, confinement)
-            usage = confinement.usage()
-    finally:
-        for fd in fds:
-            os.close(fd)
-    return _result(raw, limits, usage)
-
-
-def _spawn(
-    argv: list[str],
-    fds: list[int],
-    limits: Limits,
-    initial: bytes,
-    on_stdout: Callable[[bytes], bytes | None] | None,
-    cancel: CancelEvent | None,
-    confinement: Confinement,
-) -> _sandbox.RawResult:
-    """One call of the C core for ``_execute``; a failed spawn is a ``SandboxError``."""
-    try:
-        return _sandbox.run(
-            argv,
-            [],
-            rlimits=_within_own_limits(confinement.rlimits),
-            cgroup_procs=confinement.cgroup_procs,
-            pass_fds=fds,
-            captures=[REPORT_CAP, INIT_REPORT_CAP, limits.files_out + FILES_OVERHEAD],
-            stdin=initial,
-            on_stdout=on_stdout,
             stdout_cap=limits.stdout,
             stderr_cap=limits.stderr,
             kill_on_cap=not limits.truncate_output,
             timeout=limits.wall_time,
             cpu_limit=limits.cpu_time,
-            cancel=cancel,
-        )
-    except OSError as exc:
-        raise spawn_failure(exc) from exc
+        stdin=initial,
+        on_stdout=on_stdout,
+        cancel=cancel,
+    )
+    return plan, limits
 
 
-def _result(raw: _sandbox.RawResult, limits: Limits, usage: CgroupUsage | None) -> Result:
-    """Turn the C core's facts into a ``Result``, or raise for a sandbox that never ran."""
-    if raw["cancelled"]:
-        raise Cancelled("the run was cancelled; the sandbox was killed")
+def _result(facts: Facts, limits: Limits) -> Result:
+    """Turn the launch's facts into a ``Result``."""
+    raw = facts.raw
     stdout, stderr = raw["stdout"], raw["stderr"]
     assert isinstance(stdout, bytes) and isinstance(stderr, bytes)
-    killed = raw["timed_out"] or raw["killed_on_cap"] or raw["cpu_exceeded"]
-    if "exit-code" not in bwrap_report(raw["captures"][0]) and not killed:
-        raise setup_failure(raw)
-    report = _parse_init_report(raw["captures"][1])
-    if report is not None:
-        report_status, cpu_time, max_rss = report
-    else:
-        report_status = None
-        cpu_time = max(raw["tree_cpu_time"], raw["user_time"] + raw["system_time"])
-        max_rss = raw["max_rss"]
-    files, files_left_out = decode_files(raw["captures"][2])
+    max_rss = facts.init.max_rss if facts.init is not None else raw["max_rss"]
+    files, files_left_out = decode_files(facts.captures[0])
     try:
         status, returncode, signal = classify(
             timed_out=raw["timed_out"],
             killed_on_cap=raw["killed_on_cap"],
             cpu_exceeded=raw["cpu_exceeded"],
-            report_wait_status=report_status,
+            report_wait_status=facts.init.wait_status if facts.init is not None else None,
             bwrap_wait_status=raw["wait_status"] if raw["status_known"] else None,
-            cpu_time=cpu_time,
+            cpu_time=facts.cpu_time,
             cpu_limit=limits.cpu_time,
             stderr=stderr,
             max_rss=max_rss,
             memory_limit=limits.memory,
-            memory_limit_hit=usage is not None and usage.memory_exceeded,
+            memory_limit_hit=facts.usage is not None and facts.usage.memory_exceeded,
         )
     except ValueError as exc:
         raise SandboxError(f"the sandbox ended without telling how: {exc}") from None
@@ -319,10 +223,10 @@ def _result(raw: _sandbox.RawResult, limits: Limits, usage: CgroupUsage | None) 
         stdout_truncated=raw["stdout_truncated"],
         stderr_truncated=raw["stderr_truncated"],
         wall_time=raw["wall_time"],
-        cpu_time=cpu_time,
+        cpu_time=facts.cpu_time,
         max_rss=max_rss,
         files=files,
-        files_truncated=files_left_out or raw["captures_truncated"][2],
+        files_truncated=files_left_out or facts.captures_truncated[0],
     )
 
 

@@ -155,7 +155,6 @@ def test_rlimits_of_the_defaults() -> None:
         (resource.RLIMIT_FSIZE, 16 * mib, 16 * mib),
         (resource.RLIMIT_NOFILE, 256, 256),
         (resource.RLIMIT_CPU, 2, 3),
-        (resource.RLIMIT_CORE, 0, 0),
     ]
 
 
@@ -168,7 +167,6 @@ def test_rlimits_follow_each_field() -> None:
         resource.RLIMIT_FSIZE: (13, 13),
         resource.RLIMIT_NOFILE: (14, 14),
         resource.RLIMIT_CPU: (16, 17),
-        resource.RLIMIT_CORE: (0, 0),
     }
 
 

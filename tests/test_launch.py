@@ -1,0 +1,98 @@
+"""The one launch path under both APIs: one caller of the C core, one fd layout, and the
+safety defaults every sandbox gets whichever API asked for it."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+from pathlib import Path
+
+import pysandbox
+from pysandbox import Status, eval_in_sandbox, run_python
+from pysandbox._launch import FdLayout
+
+PACKAGE = Path(pysandbox.__file__).parent
+LIMITS_INSIDE = """
+import json
+limits = {}
+for line in open("/proc/self/limits").read().splitlines()[1:]:
+    name, soft, hard = line[:26].strip(), *line[26:].split()[:2]
+    limits[name] = [soft, hard]
+print(json.dumps(limits))
+"""
+
+
+def test_only_the_launch_module_calls_the_c_core() -> None:
+    """``_sandbox.run`` is called in exactly one place, so a default added there reaches
+    every API."""
+    callers = []
+    for source in sorted(PACKAGE.glob("*.py")):
+        tree = ast.parse(source.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "run"
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "_sandbox"
+            ):
+                callers.append(source.name)
+    assert callers == ["_launch.py"]
+
+
+def test_fd_layout_numbers_payloads_then_captures() -> None:
+    layout = FdLayout.of(payloads=2, captures=1)
+    # 3 is the syscall filter; the payloads follow, then bwrap's status, the init's
+    # report and the API's own capture pipes.
+    assert layout == FdLayout(payloads=(4, 5), status=6, report=7, captures=(8,))
+    assert FdLayout.of() == FdLayout(payloads=(), status=4, report=5, captures=())
+
+
+def test_no_core_dumps_in_either_api() -> None:
+    """RLIMIT_CORE = 0 is added by the launch for every sandbox, not by each API."""
+    evaluated = json.loads(eval_in_sandbox(LIMITS_INSIDE).stdout)
+    ran = run_python(LIMITS_INSIDE)
+    assert ran.status is Status.OK, ran
+    assert evaluated["Max core file size"] == ["0", "0"]
+    assert json.loads(ran.stdout)["Max core file size"] == ["0", "0"]
+
+
+def test_eval_sets_open_files_and_file_size_instead_of_the_callers() -> None:
+    limits = json.loads(eval_in_sandbox(LIMITS_INSIDE, mem_max_mb=100).stdout)
+    assert limits["Max open files"] == ["256", "256"]
+    assert limits["Max file size"] == [str(100 * 2**20)] * 2
+
+
+NON_ROOT_CALLER = """
+import json, resource, sys
+sys.path.insert(0, SHARED)
+import pysandbox
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+out = pysandbox.eval_in_sandbox("import resource; print(resource.getrlimit(7))")
+res = pysandbox.run_python("import resource; print(resource.getrlimit(7))",
+                           limits=pysandbox.Limits(open_files=256))
+print(json.dumps([out.returncode, out.stdout, res.status.name, res.stdout.decode().strip()]))
+"""
+
+
+def test_a_non_root_callers_low_hard_limit_is_clamped_in_both_apis(
+    unprivileged_pysandbox: tuple[str, Path],
+) -> None:
+    """A non-root caller cannot raise a hard limit: both APIs clamp to the caller's own
+    (they used to disagree: run clamped, eval_in_sandbox failed)."""
+    python, shared = unprivileged_pysandbox
+    out = subprocess.run(
+        [python, "-c", f"SHARED = {str(shared)!r}\n" + NON_ROOT_CALLER],
+        user=54321,
+        group=54321,
+        extra_groups=[],
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [0, "(64, 64)", "OK", "(64, 64)"]
