@@ -168,22 +168,22 @@ def build_plan(
         init_options += ["--skip", MAIN_NAME]
     plan = Plan(
         layout=layout,
-            python=python,
-            options=_bwrap.run_options(
-                disk=limits.disk, readable=paths, env=env_options, code_fd=code_fd
-            ),
-            init_options=init_options,
-            program=program,
-            payloads=payloads,
-            capture_caps=[limits.files_out + FILES_OVERHEAD],
-            rlimits=limits.rlimits(),
-            processes=limits.processes,
-            memory_total=limits.memory + limits.disk,
-            stdout_cap=limits.stdout,
-            stderr_cap=limits.stderr,
-            kill_on_cap=not limits.truncate_output,
-            timeout=limits.wall_time,
-            cpu_limit=limits.cpu_time,
+        python=python,
+        options=_bwrap.run_options(
+            disk=limits.disk, readable=paths, env=env_options, code_fd=code_fd
+        ),
+        init_options=init_options,
+        program=program,
+        payloads=payloads,
+        capture_caps=[limits.files_out + FILES_OVERHEAD],
+        rlimits=limits.rlimits(),
+        processes=limits.processes,
+        memory_total=limits.memory + limits.disk,
+        stdout_cap=limits.stdout,
+        stderr_cap=limits.stderr,
+        kill_on_cap=not limits.truncate_output,
+        timeout=limits.wall_time,
+        cpu_limit=limits.cpu_time,
         stdin=initial,
         on_stdout=on_stdout,
         cancel=cancel,

@@ -98,6 +98,25 @@ print(children)
 """
 
 
+#: Ten children of 20 ms of CPU each that nobody reaps (SIGCHLD ignored): only a
+#: cgroup counts them; samples of the process tree miss them.
+_UNREAPED_BURNERS = """
+import os, signal, time
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+for _ in range(10):
+    if os.fork() == 0:
+        end = time.process_time() + 0.02
+        while time.process_time() < end:
+            pass
+        os._exit(0)
+    time.sleep(0.025)
+try:
+    os.wait()
+except ChildProcessError:
+    pass
+"""
+
+
 def _check_namespaces() -> Check:
     pid, interfaces = _sandboxed(_NAMESPACES).split(" ", 1)
     ok = pid == "2" and interfaces == "['lo']"
@@ -136,6 +155,23 @@ def _check_memory() -> Check:
     return Check("total memory cap", False, detail, "run as root to get a memory cgroup")
 
 
+def _check_cpu() -> Check:
+    with confine(processes=16, memory_total=None, rlimits=[]) as confinement:
+        exact = confinement.cpu_counter >= 0
+    used = run_python(_UNREAPED_BURNERS, limits=Limits(wall_time=20, cpu_time=5)).cpu_time
+    counted = used >= 10 * 0.02
+    if exact:
+        detail = f"cgroup CPU counter: children nobody reaped counted ({used:.2f} s of >= 0.20 s)"
+    else:
+        detail = (
+            f"sampled from /proc every 50 ms ({used:.2f} s of >= 0.20 s counted): short-lived "
+            "children that nobody reaps escape; per-process RLIMIT_CPU and the wall time "
+            "still bound them"
+        )
+    fix = "run as root (a cpuacct/cpu cgroup per sandbox) or delegate a cgroup v2 subtree"
+    return Check("CPU time of the whole tree", exact and counted, detail, fix)
+
+
 def _check_network() -> Check:
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
@@ -169,6 +205,7 @@ def selftest() -> SelftestReport:
         _check_seccomp,
         _check_processes,
         _check_memory,
+        _check_cpu,
         _check_network,
     ]
     results = []

@@ -20,11 +20,13 @@ def test_every_protection_holds_on_this_host() -> None:
         "seccomp filter",
         "process cap",
         "total memory cap",
+        "CPU time of the whole tree",
         "network",
     ]
     if os.geteuid() == 0:
         assert report, str(report)
         assert "cgroup" in report.checks[3].detail
+        assert "cgroup CPU counter" in report.checks[5].detail
     else:
         assert all(check.ok for check in report.checks[:4]), str(report)
 
