@@ -361,11 +361,18 @@ static PyObject *build_result(const struct sbx_outcome *o, size_t n_captures, in
         PyList_SET_ITEM(captures, (Py_ssize_t)i, data);
         PyList_SET_ITEM(truncated, (Py_ssize_t)i, PyBool_FromLong(o->captures_truncated[i]));
     }
-    if (set_item(d, "captures", captures) || set_item(d, "captures_truncated", truncated)) {
-        captures = truncated = NULL;
+    /* set_item steals its value even when it fails: one at a time, so the
+     * other list is still ours to release. */
+    if (set_item(d, "captures", captures)) {
+        captures = NULL;
         goto fail;
     }
-    captures = truncated = NULL;
+    captures = NULL;
+    if (set_item(d, "captures_truncated", truncated)) {
+        truncated = NULL;
+        goto fail;
+    }
+    truncated = NULL;
     if (set_item(d, "status_known", PyBool_FromLong(o->status_known)) ||
         set_item(d, "wait_status", PyLong_FromLong(o->wait_status)) ||
         set_item(d, "stdout", output_object(&o->out, text)) ||
@@ -570,9 +577,10 @@ static PyObject *sandbox_seccomp_program(PyObject *module, PyObject *unused)
     PyObject *result;
     (void)module;
     (void)unused;
-    Py_BEGIN_ALLOW_THREADS rc = sbx_seccomp_program(&program, &length);
-    Py_END_ALLOW_THREADS if (rc != 0)
-    {
+    Py_BEGIN_ALLOW_THREADS
+    rc = sbx_seccomp_program(&program, &length);
+    Py_END_ALLOW_THREADS
+    if (rc != 0) {
         errno = -rc;
         return PyErr_SetFromErrno(PyExc_OSError);
     }
@@ -590,6 +598,10 @@ static PyMethodDef sandbox_methods[] = {
 static PyModuleDef_Slot sandbox_slots[] = {
 #ifdef Py_mod_multiple_interpreters
     {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
+#endif
+#ifdef Py_mod_gil
+    /* No module state; the hooks take the GIL explicitly where they touch objects. */
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
 #endif
     {0, NULL},
 };

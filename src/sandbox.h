@@ -24,6 +24,9 @@
 #ifndef SYS_close_range
 #define SYS_close_range 436
 #endif
+#ifndef SYS_prlimit64
+#error "pysandbox needs the prlimit64 system call (Linux 2.6.36 or later)"
+#endif
 
 #define SBX_MAX_RLIMITS 16
 #define SBX_MAX_PASS_FDS 16
@@ -56,7 +59,7 @@ struct sbx_spec {
     size_t n_captures;
     const int *cgroup_fds; /* cgroup.procs files the child joins (writes "0") */
     size_t n_cgroup_fds;
-    int close_fds_above; /* highest fd number to scan when close_range is missing */
+    int close_fds_above; /* highest fd to close when neither close_range nor /proc works */
 };
 
 /* The parent's handles on a running child.  Every fd is O_CLOEXEC. */
@@ -81,7 +84,6 @@ enum sbx_stage {
     SBX_STAGE_RLIMIT,
     SBX_STAGE_CGROUP,
     SBX_STAGE_DUP2,
-    SBX_STAGE_CLOSE_FDS,
     SBX_STAGE_EXEC,
 };
 

@@ -26,6 +26,7 @@
 #error "pysandbox needs glibc 2.24 or later"
 #endif
 
+
 #ifndef CLONE_PIDFD
 #define CLONE_PIDFD 0x00001000
 #endif
@@ -76,8 +77,6 @@ const char *sbx_stage_name(int stage)
         return "joining the sandbox's cgroup in the child";
     case SBX_STAGE_DUP2:
         return "dup2 in the child";
-    case SBX_STAGE_CLOSE_FDS:
-        return "closing inherited fds in the child";
     case SBX_STAGE_EXEC:
         return "execve";
     default:
@@ -91,11 +90,69 @@ const char *sbx_stage_name(int stage)
  * Runs in the vfork child: async-signal-safe (writes to shared memory and
  * _exit only).
  */
-static void child_fail(struct child_args *args, int stage)
+static _Noreturn void child_fail(struct child_args *args, int stage)
 {
     args->err = errno;
     args->stage = stage;
     _exit(127);
+}
+
+/*
+ * child_set_rlimit: setrlimit through the raw prlimit64 system call.  The C
+ * library's setrlimit is not safe in a vfork child everywhere (musl
+ * synchronises every thread of the process for it, and the threads of the
+ * parent share this address space); the system call touches nothing but
+ * its arguments.  Async-signal-safe.  Returns 0, or -1 with errno set.
+ */
+static int child_set_rlimit(const struct sbx_rlimit *limit)
+{
+    struct {
+        unsigned long long cur, max;
+    } value = {(unsigned long long)limit->soft, (unsigned long long)limit->hard};
+    return (int)syscall(SYS_prlimit64, 0, limit->resource, &value, NULL);
+}
+
+/* The layout of the records getdents64 returns. */
+struct child_dirent64 {
+    unsigned long long d_ino;
+    long long d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+/*
+ * child_close_fds_from_proc: close every fd >= lowest listed in
+ * /proc/self/fd, read with the raw getdents64 system call into a stack
+ * buffer (no opendir: it allocates).  For kernels without close_range
+ * (before 5.9): a process with RLIMIT_NOFILE of 2^20 would otherwise make
+ * 2^20 close() calls.  Async-signal-safe, no allocation.  Returns 0, or -1
+ * when /proc/self/fd cannot be read (nothing is closed then).
+ */
+static int child_close_fds_from_proc(int lowest)
+{
+    char buf[4096];
+    int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    long n;
+    if (dir < 0)
+        return -1;
+    while ((n = syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0) {
+        long offset = 0;
+        while (offset < n) {
+            struct child_dirent64 *entry = (struct child_dirent64 *)(buf + offset);
+            const char *name = entry->d_name;
+            int fd = 0;
+            offset += entry->d_reclen;
+            if (*name < '0' || *name > '9')
+                continue;
+            for (; *name >= '0' && *name <= '9'; name++)
+                fd = fd * 10 + (*name - '0');
+            if (fd >= lowest && fd != dir)
+                close(fd);
+        }
+    }
+    close(dir);
+    return n < 0 ? -1 : 0;
 }
 
 /*
@@ -119,7 +176,8 @@ static void child_fail(struct child_args *args, int stage)
  *      source;
  *   5. close every other fd, so nothing of the host leaks into the child
  *      (close_range; on any failure of it, e.g. ENOSYS or a seccomp EPERM,
- *      one close() per fd up to the limit the parent computed);
+ *      the fds listed in /proc/self/fd, and without /proc one close() per
+ *      fd up to the limit the parent computed);
  *   6. unblock signals and execve with the explicit environment.
  * Any failure stores {stage, errno} and exits 127.
  */
@@ -143,10 +201,7 @@ static int child_main(void *opaque)
     }
 
     for (i = 0; i < spec->n_rlimits; i++) {
-        struct rlimit rl;
-        rl.rlim_cur = spec->rlimits[i].soft;
-        rl.rlim_max = spec->rlimits[i].hard;
-        if (setrlimit(spec->rlimits[i].resource, &rl) != 0)
+        if (child_set_rlimit(&spec->rlimits[i]) != 0)
             child_fail(args, SBX_STAGE_RLIMIT);
     }
 
@@ -169,7 +224,8 @@ static int child_main(void *opaque)
             child_fail(args, SBX_STAGE_DUP2);
     }
 
-    if (syscall(SYS_close_range, (unsigned int)fd, ~0U, 0) != 0) {
+    if (syscall(SYS_close_range, (unsigned int)fd, ~0U, 0) != 0 &&
+        child_close_fds_from_proc(fd) != 0) {
         for (; fd <= spec->close_fds_above; fd++)
             close(fd);
     }
@@ -261,7 +317,7 @@ static pid_t clone_child(struct child_args *args, char *stack_top, int *pidfd)
  * on fresh pipes.
  *
  * Contract: on success returns 0 and fills *child; the caller owns every fd
- * in it (close with sbx_child_close_fds) and must reap child->pid.  On
+ * in it and must reap child->pid (sbx_pump does both).  On
  * failure returns -1, fills *error with the stage and errno, and leaves no
  * fd open and no child unreaped.  spec->pass_fds stay owned by the caller.
  * Thread-safe; may run without the GIL (touches no Python object); blocks

@@ -277,6 +277,58 @@ def test_nothing_of_the_caller_is_inherited(tmp_path: pathlib.Path) -> None:
     assert marker not in result.stdout
 
 
+WITHOUT_CLOSE_RANGE_SCRIPT = """
+import ctypes, json, os, resource, struct
+from pysandbox import eval_in_sandbox
+
+hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+limit = min(hard, 2**20)
+resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+# A seccomp filter on this process (and its children): close_range fails with ENOSYS, as
+# on kernels before 5.9, and a close() of TRAP (an fd that is never open) kills the
+# thread.  The spawn child must fall back to closing what /proc/self/fd lists, not
+# every number up to the fd limit (it would reach TRAP).
+CLOSE, CLOSE_RANGE, ENOSYS, TRAP = 3, 436, 38, limit - 2
+program = b"".join(
+    struct.pack("HBBI", *insn)
+    for insn in [
+        (0x20, 0, 0, 0),  # 0: A = seccomp_data.nr
+        (0x15, 0, 1, CLOSE_RANGE),  # 1: close_range ? 2 : 3
+        (0x06, 0, 0, 0x00050000 | ENOSYS),  # 2: RET ERRNO(ENOSYS)
+        (0x15, 0, 3, CLOSE),  # 3: close ? 4 : 7
+        (0x20, 0, 0, 16),  # 4: A = low word of args[0]
+        (0x15, 0, 1, TRAP),  # 5: fd == TRAP ? 6 : 7
+        (0x06, 0, 0, 0),  # 6: RET KILL_THREAD
+        (0x06, 0, 0, 0x7FFF0000),  # 7: RET ALLOW
+    ]
+)
+buf = ctypes.create_string_buffer(program)
+
+class Fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+libc = ctypes.CDLL(None, use_errno=True)
+fprog = Fprog(len(program) // 8, ctypes.addressof(buf))
+assert libc.prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
+assert libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) == 0, ctypes.get_errno()
+assert libc.syscall(CLOSE_RANGE, 3, 3, 0) == -1 and ctypes.get_errno() == ENOSYS
+held = [os.open("/dev/null", os.O_RDONLY) for _ in range(64)]
+held.append(os.dup2(held[0], limit - 1))
+for fd in held:
+    os.set_inheritable(fd, True)
+result = eval_in_sandbox(LIST_FDS)
+print(json.dumps(result.__dict__))
+"""
+
+
+def test_nothing_is_inherited_on_a_kernel_without_close_range() -> None:
+    proc = run_script(f"LIST_FDS = {LIST_FDS!r}\n" + WITHOUT_CLOSE_RANGE_SCRIPT)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["returncode"] == 0, result
+    assert sorted(json.loads(result["stdout"]), key=int) == ["0", "1", "2", "3"], result
+
+
 # --------------------------------------------------------------------------- 4. Ctrl-C
 
 
