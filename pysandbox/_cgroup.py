@@ -753,7 +753,7 @@ class SandboxCgroup:
         try:
             inside = self._members() if pidfds else set()
             for pid, pidfd in pidfds.items():
-                if pid in inside:
+                if pid in inside and send is not None:
                     with contextlib.suppress(OSError):
                         send(pidfd, signal.SIGKILL)
         finally:

@@ -26,7 +26,6 @@
 #error "pysandbox needs glibc 2.24 or later"
 #endif
 
-
 #ifndef CLONE_PIDFD
 #define CLONE_PIDFD 0x00001000
 #endif

@@ -31,6 +31,13 @@ def test_python_is_ruff_clean() -> None:
     subprocess.run([_tool("ruff"), "format", "--check", "--no-cache", str(ROOT)], check=True)
 
 
+def test_python_is_mypy_strict_clean(tmp_path: Path) -> None:
+    subprocess.run(
+        [_tool("mypy"), "--strict", "--cache-dir", str(tmp_path), str(ROOT / "pysandbox")],
+        check=True,
+    )
+
+
 def test_c_is_clang_formatted() -> None:
     sources = sorted(str(p) for p in (ROOT / "src").glob("*.[ch]"))
     subprocess.run([_tool("clang-format"), "--dry-run", "-Werror", *sources], check=True)
