@@ -69,10 +69,12 @@ static const unsigned long tty_ioctls[] = {TIOCSTI, TIOCLINUX};
  * The socket families socket and socketpair may create, in increasing order;
  * every other family fails with EAFNOSUPPORT.  A network namespace isolates
  * only the families that are namespace-aware: AF_VSOCK binds ports in the
- * host's own vsock space, and the rest (packet, Bluetooth, AF_ALG crypto,
- * AF_KEY, XDP, CAN, TIPC, RDS, ...) only widen the kernel surface the program
- * can reach.  AF_NETLINK is left out too: in a namespace whose only interface
- * is lo, nothing a program needs depends on it.  glibc's getaddrinfo asks
+ * host's own vsock space (and reaches the hypervisor when the host is a
+ * virtual machine), and the rest (packet, Bluetooth, AF_ALG crypto, AF_KEY,
+ * XDP, CAN, TIPC, RDS, ...) only widen the kernel surface the program can
+ * reach, down to loading the module of a family on its first socket.
+ * AF_NETLINK is left out too: in a namespace whose only interface is lo,
+ * nothing a program needs depends on it.  glibc's getaddrinfo asks
  * NETLINK_ROUTE which addresses are configured (for AI_ADDRCONFIG and to sort
  * its answers) and assumes both IPv4 and IPv6 when it cannot open the socket;
  * if_nametoindex and if_indextoname use ioctls on an AF_INET or AF_UNIX
@@ -97,7 +99,7 @@ static const uint32_t socket_families[] = {AF_UNIX, AF_INET, AF_INET6};
  * and take no mask, so the range is cut into aligned power-of-two blocks, each
  * matched by one masked comparison of its fixed high bits (the way a CIDR list
  * covers an address range): at most 62 rules.  Returns 0 or a negative errno
- * from libseccomp.
+ * from libseccomp.  Like add_rules: no GIL needed, never in the vfork child.
  */
 static int refuse_range(scmp_filter_ctx ctx, uint32_t action, int nr, uint64_t first, uint64_t last)
 {
@@ -122,7 +124,8 @@ static int refuse_range(scmp_filter_ctx ctx, uint32_t action, int nr, uint64_t f
  * each gap between them.  libseccomp's filter allows by default; this turns
  * the allow-list into the ranges it denies.  Returns 0, -EINVAL if
  * socket_families is out of order (so a bad edit builds no filter at all), or a
- * negative errno from libseccomp.
+ * negative errno from libseccomp.  Like add_rules: no GIL needed, never in the
+ * vfork child.
  */
 static int refuse_other_families(scmp_filter_ctx ctx, int nr)
 {
