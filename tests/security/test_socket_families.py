@@ -41,7 +41,7 @@ FAMILIES: dict[str, tuple[int, int, int]] = {
     "AF_RDS": (21, int(socket.SOCK_SEQPACKET), 0),
     "AF_QIPCRTR": (42, int(socket.SOCK_DGRAM), 0),
 }
-#: AF_VSOCK (40) with bit 32 set: the kernel reads the family as an int and drops it.
+#: AF_VSOCK (40) with bit 32 set: the kernel reads the family as an int, without bit 32.
 HIGH_BITS_VSOCK = 0x1_0000_0028
 #: AF_UNIX (1) with bit 32 set: the same int to the kernel, so it must still work.
 HIGH_BITS_UNIX = 0x1_0000_0001
