@@ -80,6 +80,8 @@ refused = []
 for name, (nr, *args) in calls.items():
     if libc.syscall(nr, *args) < 0 and ctypes.get_errno() == errno.EPERM:
         refused.append(name)
+if libc.socket(40, 1, 0) < 0 and ctypes.get_errno() == errno.EAFNOSUPPORT:  # AF_VSOCK
+    refused.append("vsock")
 print(" ".join(refused))
 """
 
@@ -133,7 +135,7 @@ def _check_identity() -> Check:
 
 def _check_seccomp() -> Check:
     refused = _sandboxed(_SYSCALLS).split()
-    ok = set(refused) == {"ptrace", "unshare", "bpf", "keyctl", "mount"}
+    ok = set(refused) == {"ptrace", "unshare", "bpf", "keyctl", "mount", "vsock"}
     return Check("seccomp filter", ok, f"refused: {' '.join(refused) or 'none'}", "libseccomp")
 
 

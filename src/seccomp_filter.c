@@ -8,9 +8,12 @@
  * no business making (debugging other processes, the keyring, BPF, perf,
  * userfaultfd, io_uring, every mount and namespace call, module loading,
  * kexec, reboot, swap, accounting, dangerous personality flags, prlimit on
- * another process, and the terminal-injection ioctls).  Everything else is allowed, so ordinary
- * programs (Python, compilers, coreutils, numpy) keep working.  A syscall of
- * another ABI (i386 through int 0x80, x32) is refused as well.
+ * another process, and the terminal-injection ioctls).  socket and socketpair
+ * are allowed only for AF_UNIX, AF_INET and AF_INET6 and fail with EAFNOSUPPORT
+ * for every other family (see socket_families).  Everything else is allowed, so
+ * ordinary programs (Python, compilers, coreutils, numpy) keep working.  A
+ * syscall of another ABI (i386 through int 0x80, and with it i386's socketcall;
+ * x32) is refused as well.
  */
 #define _GNU_SOURCE
 #include "sandbox.h"
@@ -18,11 +21,13 @@
 #include <errno.h>
 #include <linux/sched.h>
 #include <seccomp.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/personality.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #ifndef CLONE_NEWTIME
@@ -59,6 +64,85 @@ static const unsigned long personality_flags[] = {ADDR_NO_RANDOMIZE, READ_IMPLIE
 
 /* The terminal ioctls that type into, or take over, a terminal. */
 static const unsigned long tty_ioctls[] = {TIOCSTI, TIOCLINUX};
+
+/*
+ * The socket families socket and socketpair may create, in increasing order;
+ * every other family fails with EAFNOSUPPORT.  A network namespace isolates
+ * only the families that are namespace-aware: AF_VSOCK binds ports in the
+ * host's own vsock space (and reaches the hypervisor when the host is a
+ * virtual machine), and the rest (packet, Bluetooth, AF_ALG crypto, AF_KEY,
+ * XDP, CAN, TIPC, RDS, ...) only widen the kernel surface the program can
+ * reach, down to loading the module of a family on its first socket.
+ * AF_NETLINK is left out too: in a namespace whose only interface is lo,
+ * nothing a program needs depends on it.  glibc's getaddrinfo asks
+ * NETLINK_ROUTE which addresses are configured (for AI_ADDRCONFIG and to sort
+ * its answers) and assumes both IPv4 and IPv6 when it cannot open the socket;
+ * if_nametoindex and if_indextoname use ioctls on an AF_INET or AF_UNIX
+ * socket.  What is lost is listing interfaces (if_nameindex, getifaddrs, ip),
+ * which could only ever show lo here; what is gained is that rtnetlink and
+ * every other netlink protocol are out of reach (a root caller's sandbox,
+ * whose network namespace belongs to the initial user namespace, would even
+ * receive the host's device uevents).
+ *
+ * EAFNOSUPPORT, not EPERM: it is what a kernel built without the family says,
+ * so programs take the path they already have for a missing family (glibc's
+ * getaddrinfo above; Python's socket module raises OSError as for any socket
+ * failure) instead of reporting a permission problem.
+ */
+static const uint32_t socket_families[] = {AF_UNIX, AF_INET, AF_INET6};
+
+/*
+ * refuse_range: add rules that make syscall nr fail with action when the low
+ * 32 bits of its first argument lie in [first, last] (last < 2^32).  The
+ * argument is an int: the kernel reads only the low 32 bits of the register,
+ * so only they may decide.  libseccomp's ordered comparisons read all 64 bits
+ * and take no mask, so the range is cut into aligned power-of-two blocks, each
+ * matched by one masked comparison of its fixed high bits (the way a CIDR list
+ * covers an address range): at most 62 rules.  Returns 0 or a negative errno
+ * from libseccomp.  Like add_rules: no GIL needed, never in the vfork child.
+ */
+static int refuse_range(scmp_filter_ctx ctx, uint32_t action, int nr, uint64_t first, uint64_t last)
+{
+    const uint64_t all = UINT64_C(1) << 32;
+    int rc;
+    while (first <= last) {
+        uint64_t size = 1;
+        while (size < all && first % (2 * size) == 0 && first + 2 * size - 1 <= last)
+            size *= 2;
+        rc = seccomp_rule_add(ctx, action, nr, 1,
+                              SCMP_A0(SCMP_CMP_MASKED_EQ, (all - 1) & ~(size - 1), first));
+        if (rc < 0)
+            return rc;
+        first += size;
+    }
+    return 0;
+}
+
+/*
+ * refuse_other_families: rules that make syscall nr (socket or socketpair)
+ * fail with EAFNOSUPPORT for every family outside socket_families, by refusing
+ * each gap between them.  libseccomp's filter allows by default; this turns
+ * the allow-list into the ranges it denies.  Returns 0, -EINVAL if
+ * socket_families is out of order (so a bad edit builds no filter at all), or a
+ * negative errno from libseccomp.  Like add_rules: no GIL needed, never in the
+ * vfork child.
+ */
+static int refuse_other_families(scmp_filter_ctx ctx, int nr)
+{
+    const uint32_t action = SCMP_ACT_ERRNO(EAFNOSUPPORT);
+    uint64_t next = 0; /* the lowest family not yet allowed or refused */
+    size_t i;
+    int rc;
+    for (i = 0; i < sizeof socket_families / sizeof *socket_families; i++) {
+        if (socket_families[i] < next)
+            return -EINVAL;
+        if (socket_families[i] > next &&
+            (rc = refuse_range(ctx, action, nr, next, socket_families[i] - 1)) < 0)
+            return rc;
+        next = (uint64_t)socket_families[i] + 1;
+    }
+    return refuse_range(ctx, action, nr, next, UINT32_MAX);
+}
 
 /*
  * add_rules: every rule of the filter into ctx.  Returns 0 or a negative
@@ -104,7 +188,14 @@ static int add_rules(scmp_filter_ctx ctx)
         if (rc < 0)
             return rc;
     }
-    return 0;
+    /* Where socket and socketpair also exist as calls of socketcall (i386,
+     * s390), libseccomp adds each rule to socketcall's SYS_SOCKET or
+     * SYS_SOCKETPAIR without the family test, which cannot read arguments in
+     * memory: there every socket comes from the direct syscalls (Linux 4.3+),
+     * and a libc that still goes through socketcall gets none. */
+    if ((rc = refuse_other_families(ctx, SCMP_SYS(socket))) < 0)
+        return rc;
+    return refuse_other_families(ctx, SCMP_SYS(socketpair));
 }
 
 /*
