@@ -16,9 +16,10 @@ from pysandbox._bwrap import python_mounts
 
 
 def test_same_interpreter_and_version_inside() -> None:
-    code = "import sys; print(sys.version); print(sys.base_prefix)"
+    # repr: before 3.10, sys.version holds a newline.
+    code = "import sys; print(repr(sys.version)); print(sys.base_prefix)"
     version, base_prefix = eval_in_sandbox(code).stdout.splitlines()
-    assert version == sys.version.splitlines()[0]
+    assert version == repr(sys.version)
     assert base_prefix == sys.base_prefix
 
 
