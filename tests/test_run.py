@@ -227,7 +227,11 @@ def test_python_memory_exceeded() -> None:
     code = "blocks = []\nwhile True:\n    blocks.append(bytearray(2**20))\n"
     result = run_python(code, limits=Limits(memory=128 * MiB, wall_time=20))
     assert result.status is Status.MEMORY_EXCEEDED, describe(result)
-    assert result.stderr.rstrip().splitlines()[-1].startswith(b"MemoryError")
+    last_line = result.stderr.rstrip().splitlines()[-1]
+    # Python 3.13 may fail to print the traceback when no memory is left at all.
+    assert last_line.startswith(b"MemoryError") or (
+        sys.version_info >= (3, 13) and last_line == b"lost sys.stderr"
+    ), describe(result)
 
 
 @pytest.mark.parametrize("stream", ["stdout", "stderr"])

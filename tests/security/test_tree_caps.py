@@ -168,7 +168,10 @@ def test_eval_caps_the_memory_of_the_whole_sandbox() -> None:
             cpu_max_time_sec=10,
         )
     assert out.stdout.count("held") < 2, out  # at most one 60 MiB block fits under 100 MiB
-    assert rss.peak <= 100 * MiB, f"the sandbox held {rss.peak / MiB:.0f} MiB at once"
+    # The processes are sampled one after the other, not at one instant: a process about
+    # to be OOM-killed and one that grows meanwhile can both count.  Hence the slack; an
+    # uncapped sandbox holds 8 x 60 MiB.
+    assert rss.peak <= 1.25 * 100 * MiB, f"the sandbox held {rss.peak / MiB:.0f} MiB at once"
     assert pids_with_marker(marker) == []
 
 
