@@ -140,6 +140,10 @@ def unprivileged_pysandbox() -> Iterator[tuple[str, Path]]:
     """A system interpreter and a world-readable copy of pysandbox for a non-root caller."""
     if os.geteuid() != 0:
         pytest.skip("the test drops from root to make a non-root caller")
+    if "libasan" in os.environ.get("LD_PRELOAD", ""):
+        pytest.skip(
+            "a sanitizer build loads only with its runtimes preloaded (scripts/sanitize.sh)"
+        )
     python = _system_python_like_ours()
     if python is None:
         pytest.skip("no system Python of this version and ABI for an unprivileged caller")

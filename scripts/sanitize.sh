@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The C core under AddressSanitizer and UndefinedBehaviorSanitizer: build pysandbox into
+# ./.venv-sanitize with PYSANDBOX_SANITIZE=1 and run the tests that drive the C hardest,
+# with the sanitizer runtimes preloaded (an extension built with ASan only loads into a
+# python whose first library is libasan).  Any report fails the run.  Extra arguments go
+# to pytest.  Run after scripts/setup.sh (scripts/test.sh calls it).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+venv=.venv-sanitize
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/python" -m pip install -q --upgrade pip
+PYSANDBOX_STRICT=1 PYSANDBOX_SANITIZE=1 "$venv/bin/python" -m pip install -q --no-cache-dir \
+    --force-reinstall --no-deps .
+"$venv/bin/python" -m pip install -q pytest pytest-xdist
+runtimes="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
+# detect_leaks=0: CPython itself leaks by design at exit; halt on the first report.
+LD_PRELOAD="$runtimes" \
+    ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=1 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    "$venv/bin/pytest" -n auto -q -p no:cacheprovider \
+    tests/test_core.py tests/test_invariants.py tests/test_contract.py tests/test_launch.py \
+    tests/test_run.py tests/test_run_files.py tests/test_run_async.py "$@"
