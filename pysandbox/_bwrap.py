@@ -8,9 +8,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import re
 import secrets
 import shutil
 import sys
+import sysconfig
 from collections.abc import Iterable, Sequence
 
 from . import _sandbox
@@ -20,12 +22,14 @@ __all__ = [
     "CODE_DIR",
     "CODE_PATH",
     "INIT_PATH",
+    "KERNEL_DIRS",
     "MAIN_NAME",
     "MAIN_PATH",
     "SANDBOX_PATH",
     "SECCOMP_FD",
     "WORKDIR",
     "Identity",
+    "InterpreterView",
     "base_options",
     "eval_options",
     "filesystem_options",
@@ -34,9 +38,13 @@ __all__ = [
     "find_python",
     "init_mount",
     "init_prefix",
+    "is_within",
+    "kernel_mount_points",
     "namespace_options",
+    "overlaps",
     "parent_dirs",
     "python_mounts",
+    "resolve_links",
     "run_options",
     "sandbox_identity",
     "seccomp_program",
@@ -84,34 +92,206 @@ def find_python() -> str:
     return os.path.abspath(candidate)
 
 
-def _is_within(path: str, root: str) -> bool:
+def is_within(path: str, root: str) -> bool:
+    """Whether normalised absolute ``path`` is ``root`` or lies inside it."""
     return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def overlaps(path: str, root: str) -> bool:
+    """Whether ``path`` is ``root``, lies inside it, or contains it."""
+    return is_within(path, root) or is_within(root, path)
+
+
+#: The host's kernel interfaces: the sandbox has its own /proc and a few device nodes,
+#: and must never see the host's.
+KERNEL_DIRS = ("/proc", "/sys", "/dev")
+#: Filesystems whose files are the kernel's state (processes, devices, cgroups,
+#: namespaces...), wherever they are mounted.
+KERNEL_FILESYSTEMS = frozenset(
+    {
+        "binfmt_misc",
+        "bpf",
+        "cgroup",
+        "cgroup2",
+        "configfs",
+        "debugfs",
+        "devpts",
+        "devtmpfs",
+        "efivarfs",
+        "fusectl",
+        "mqueue",
+        "nsfs",
+        "proc",
+        "pstore",
+        "securityfs",
+        "sysfs",
+        "tracefs",
+    }
+)
+
+
+def _unescape_mountinfo(field: str) -> str:
+    """A mountinfo path field with the kernel's octal escapes (``\\040``...) decoded."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def kernel_mount_points() -> list[str]:
+    """Where the host (this process's mount namespace) has a kernel filesystem mounted,
+    from ``/proc/self/mountinfo``; a bind of ``/proc`` to another place is one too."""
+    points = []
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as mountinfo:
+        for line in mountinfo:
+            fields = line.split()
+            if "-" not in fields:
+                continue
+            fstype = fields[fields.index("-") + 1]
+            if fstype in KERNEL_FILESYSTEMS:
+                points.append(os.path.normpath(_unescape_mountinfo(fields[4])))
+    return points
 
 
 def _outermost(paths: Iterable[str]) -> list[str]:
     """Drop every path that lies inside another of ``paths``; keep order of first sight."""
     unique = list(dict.fromkeys(os.path.normpath(p) for p in paths))
-    return [p for p in unique if not any(q != p and _is_within(p, q) for q in unique)]
+    return [p for p in unique if not any(q != p and is_within(p, q) for q in unique)]
 
 
-def python_mounts(executable: str) -> list[str]:
-    """The directories the interpreter needs, bound read-only at the same paths inside.
+#: sysconfig's paths that the interpreter reads at start-up or import time.  Not
+#: ``data`` (the prefix itself), ``scripts`` (every console script of the environment),
+#: ``include`` or ``platinclude``.
+INTERPRETER_PATHS = ("stdlib", "platstdlib", "purelib", "platlib")
+#: The kernel's limit on symlinks followed while resolving one path.
+_MAX_LINKS = 40
 
-    The installation (``sys.base_prefix``/``base_exec_prefix``: stdlib, extension modules,
-    libpython), the virtual environment if any (``sys.prefix``: its ``pyvenv.cfg`` and
-    site-packages), and the directory of the resolved executable.  Directories under the
-    system directories, which are bound anyway, are left out.
+
+@dataclasses.dataclass(frozen=True)
+class InterpreterView:
+    """What the sandbox shows of the interpreter outside the system directories.
+
+    ``binds`` are real paths (no symlink in them), each bound read-only at its own path;
+    ``links`` are the symlinks met on the way to them, as ``(path, target)``, recreated
+    inside as the same symlinks so that every host path the interpreter was reached by
+    resolves the same way inside.
     """
-    candidates = [
-        sys.base_prefix,
-        sys.base_exec_prefix,
-        sys.prefix,
-        sys.exec_prefix,
-        os.path.dirname(executable),
-        os.path.dirname(os.path.realpath(executable)),
-    ]
-    outer = _outermost(os.path.abspath(c) for c in candidates if c)
-    return [p for p in outer if not any(_is_within(p, d) for d in SYSTEM_DIRS) and p != "/"]
+
+    binds: tuple[str, ...]
+    links: tuple[tuple[str, str], ...]
+
+
+def resolve_links(path: str) -> tuple[str, list[tuple[str, str]]]:
+    """``os.path.realpath(path)`` that also returns every symlink it followed.
+
+    Each link is ``(where, target)``: ``where`` has no symlink in its directory part and
+    ``target`` is the link's text, unchanged (relative targets stay relative).  A missing
+    component ends nothing: the rest is appended as it is, as ``realpath`` does.
+    :raises SandboxError: a chain of more than 40 links (a loop).
+    """
+    pending = path.split("/")
+    pending.reverse()
+    resolved = "/"
+    links: list[tuple[str, str]] = []
+    while pending:
+        name = pending.pop()
+        if name in ("", "."):
+            continue
+        if name == "..":
+            resolved = os.path.dirname(resolved)
+            continue
+        candidate = os.path.join(resolved, name)
+        try:
+            target = os.readlink(candidate)
+        except OSError:
+            resolved = candidate
+            continue
+        if len(links) == _MAX_LINKS:
+            raise SandboxError(f"too many levels of symbolic links in {path}")
+        links.append((candidate, target))
+        if target.startswith("/"):
+            resolved = "/"
+        pending.extend(reversed(target.split("/")))
+    return resolved, links
+
+
+def _libpython_dirs() -> list[str]:
+    """Directories of the libpython this process has mapped (a shared build).
+
+    What ``ldd`` would say, read from the live interpreter: builds whose ``LIBDIR`` is
+    where they were built, not where they are (relocatable distributions), still find
+    their library inside.
+    """
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="surrogateescape") as maps:
+            mapped = {line.split(maxsplit=5)[-1].rstrip("\n") for line in maps}
+    except OSError:
+        return []
+    return sorted(os.path.dirname(p) for p in mapped if os.path.basename(p).startswith("libpython"))
+
+
+def _interpreter_paths(executable: str) -> list[str]:
+    """Host paths the interpreter needs, symlinks unresolved: the executable, the stdlib
+    and site-packages of the environment and of its base installation, the directories
+    of libpython, and a virtual environment's ``pyvenv.cfg``."""
+    base = {
+        "base": sys.base_prefix,
+        "platbase": sys.base_exec_prefix,
+        "installed_base": sys.base_prefix,
+        "installed_platbase": sys.base_exec_prefix,
+    }
+    paths = [executable]
+    for scheme_vars in (None, base):
+        found = sysconfig.get_paths(vars=scheme_vars)
+        paths += [found[key] for key in INTERPRETER_PATHS]
+    libdir = sysconfig.get_config_var("LIBDIR")
+    if isinstance(libdir, str) and libdir:
+        paths.append(libdir)
+    paths += _libpython_dirs()
+    # CPython looks for pyvenv.cfg next to the executable it was started as (symlinks
+    # unresolved), then one directory up.
+    here = os.path.dirname(executable)
+    paths += [os.path.join(here, "pyvenv.cfg"), os.path.join(os.path.dirname(here), "pyvenv.cfg")]
+    return paths
+
+
+def python_mounts(executable: str) -> InterpreterView:
+    """What of the interpreter the sandbox sees, beyond the system directories.
+
+    Only what the interpreter reads: its executable file (reached through the same chain
+    of symlinks as on the host), the standard library and site-packages of the
+    environment and of its base installation, the directory of libpython (``LIBDIR``,
+    which for a conda environment also holds the libraries its extension modules link
+    to), and a virtual environment's ``pyvenv.cfg``; never a prefix itself, so files
+    next to a virtual environment made at an application's root stay on the host.
+    Paths under the system directories (bound anyway) and missing paths are left out.
+    """
+    executable = os.path.abspath(executable)
+    prefixes = {
+        os.path.realpath(p)
+        for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)
+    }
+    binds: list[str] = []
+    links: dict[tuple[str, str], None] = {}
+    for path in _interpreter_paths(executable):
+        if not os.path.lexists(path):
+            continue
+        real, met = resolve_links(path)
+        links.update(dict.fromkeys(met))
+        # Never a prefix or what holds one: the files next to a venv stay on the host.
+        covers_prefix = any(is_within(prefix, real) for prefix in prefixes)
+        if os.path.exists(real) and not covers_prefix and not _in_system_dirs(real):
+            binds.append(real)
+    outer = _outermost(binds)
+    return InterpreterView(
+        binds=tuple(outer),
+        links=tuple(
+            (where, target)
+            for where, target in links
+            if not _in_system_dirs(where) and not any(is_within(where, b) for b in outer)
+        ),
+    )
+
+
+def _in_system_dirs(path: str) -> bool:
+    return path == "/" or any(is_within(path, d) for d in SYSTEM_DIRS)
 
 
 def system_mounts(dirs: Sequence[str] = SYSTEM_DIRS) -> list[str]:
@@ -188,7 +368,7 @@ def parent_dirs(mounts: Sequence[str]) -> list[str]:
     for path in mounts:
         parent = os.path.dirname(path)
         chain = []
-        while parent not in ("/", "") and not any(_is_within(parent, d) for d in SYSTEM_DIRS):
+        while parent not in ("/", "") and not any(is_within(parent, d) for d in SYSTEM_DIRS):
             chain.append(parent)
             parent = os.path.dirname(parent)
         parents.update(dict.fromkeys(reversed(chain)))
@@ -233,14 +413,17 @@ def namespace_options(root_caller: bool) -> list[str]:
     ]
 
 
-def filesystem_options(mounts: Sequence[str]) -> list[str]:
-    """The system directories and ``mounts`` read-only, a ``/proc`` of the sandbox's own
-    pid namespace with ``/proc/sys`` read-only, and the usual device nodes."""
+def filesystem_options(view: InterpreterView) -> list[str]:
+    """The system directories and the interpreter's ``view`` read-only, a ``/proc`` of
+    the sandbox's own pid namespace with ``/proc/sys`` read-only, and the usual device
+    nodes."""
     options = system_mounts()
-    for path in parent_dirs(mounts):
+    for path in parent_dirs([*view.binds, *(where for where, _ in view.links)]):
         options += ["--perms", "0755", "--dir", path]
-    for path in mounts:
+    for path in view.binds:
         options += ["--ro-bind", path, path]
+    for where, target in view.links:
+        options += ["--symlink", target, where]
     # bwrap covers /proc/irq and /proc/bus but not these; a root caller's bwrap would
     # otherwise leave the host's sysctls (kernel.core_pattern...) writable.
     options += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]

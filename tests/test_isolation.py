@@ -16,6 +16,7 @@ import sys
 import sysconfig
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -283,18 +284,73 @@ def test_caller_environment_is_invisible(monkeypatch: pytest.MonkeyPatch) -> Non
 SEE_CALLER = """
 for path in PATHS:
     report["exists " + path] = os.path.lexists(path)
+for path in LISTS:
+    try:
+        report["list " + path] = sorted(os.listdir(path))
+    except OSError as exc:
+        report["list " + path] = errno.errorcode[exc.errno]
 for path in ("/etc/shadow", "/root/.ssh", "/proc/1/root/etc/shadow", "/proc/self/root/etc/shadow"):
     attempt("read " + path, lambda: open(path, "rb").read())
 report["cwd"] = os.getcwd()
 """
 
+#: The repository this test file belongs to.
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
-def test_caller_files_are_invisible() -> None:
-    paths = [os.getcwd(), os.path.abspath(__file__), "/work", "/root/.ssh"]
-    report = attack(SEE_CALLER, PATHS=paths)
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _executable_chain() -> list[str]:
+    """``sys.executable`` and every path its symlinks lead to, as real paths."""
+    chain, path = [], os.path.abspath(sys.executable)
+    while True:
+        chain.append(os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path)))
+        if not os.path.islink(path):
+            return chain
+        path = os.path.join(os.path.dirname(path), os.readlink(path))
+
+
+def test_caller_files_are_invisible(tmp_path: Path) -> None:
+    """The repository's files, the caller's working directory and everything next to the
+    interpreter's environment stay on the host.  The environment's ancestors exist inside
+    only as directories that lead to what the interpreter needs: each lists exactly the
+    names on the way to the prefixes and to the executable's chain of links."""
+    (tmp_path / "caller-secret.txt").write_text("secret")
+    paths = [
+        str(tmp_path),
+        os.path.join(REPOSITORY, "README.rst"),
+        os.path.join(REPOSITORY, "setup.py"),
+        os.path.join(REPOSITORY, "tests"),
+        os.path.join(REPOSITORY, "src"),
+        os.path.abspath(__file__),
+        "/root/.ssh",
+    ]
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)}
+    prefixes = {p for p in prefixes if not any(_within(p, d) for d in SYSTEM_DIRS)}
+    needed = [*prefixes, *_executable_chain()]
+    # Every directory above a prefix lists only the names on the way to what is needed.
+    listings: dict[str, set[str]] = {}
+    for prefix in prefixes:
+        parent = os.path.dirname(prefix)
+        while parent != "/" and not any(_within(parent, d) for d in SYSTEM_DIRS):
+            listings[parent] = {
+                os.path.relpath(p, parent).split("/")[0] for p in needed if _within(p, parent + "/")
+            }
+            parent = os.path.dirname(parent)
+    # A prefix itself shows its executables and libraries, and a venv its pyvenv.cfg.
+    for prefix in prefixes:
+        venv = prefix == os.path.realpath(sys.prefix) != os.path.realpath(sys.base_prefix)
+        listings[prefix] = {"bin", "lib", sys.platlibdir, *(["pyvenv.cfg"] if venv else [])}
+    report = attack(SEE_CALLER, PATHS=paths, LISTS=sorted(listings))
     assert report.pop("cwd") == "/home"
     assert {key: value for key, value in report.items() if key.startswith("exists")} == {
         f"exists {path}": False for path in paths
+    }
+    assert {key: value for key, value in report.items() if key.startswith("list")} == {
+        f"list {path}": sorted(names) for path, names in listings.items()
     }
     assert succeeded(report) == {}
 

@@ -1,0 +1,456 @@
+"""Only the interpreter is visible; ``readable`` never shows the host's kernel interfaces.
+
+The sandbox shows the caller's interpreter at its own paths, but only what the interpreter
+reads (the executable and the symlinks leading to it, the standard library and
+site-packages, libpython, ``pyvenv.cfg``): a virtual environment made at an application's
+root (``python -m venv APP``) must not expose ``APP/secret.env``.  Each test starts a real
+caller with the interpreter under test, whose sandboxed code looks for what should be
+hidden and lists the directories it can see; the host then checks the exact listings and
+that no secret came out.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import pysandbox
+from pysandbox import run, run_python
+
+ROOT = Path(__file__).resolve().parents[2]
+#: The directory that holds the installed pysandbox package.
+PACKAGE_ROOT = Path(pysandbox.__file__).resolve().parent.parent
+IS_ROOT = os.geteuid() == 0
+#: A uid with no other process on this host, for a non-root caller made by the test.
+UNPRIVILEGED_CALLER = 54322
+#: Modules whose import needs the stdlib, lib-dynload and the libraries they link to.
+IMPORTS = ("json", "decimal", "ctypes", "ssl", "sqlite3", "zlib")
+
+#: Runs in the sandbox: what the interpreter is, and what it can see of the host.
+PROBE = """
+import errno, json, os, sys
+
+report = {
+    "executable": sys.executable,
+    "prefix": sys.prefix,
+    "base_prefix": sys.base_prefix,
+    "version": sys.version,
+}
+for name in IMPORTS:
+    try:
+        __import__(name)
+        report["import " + name] = True
+    except ImportError:
+        report["import " + name] = False
+for path in LIST:
+    try:
+        report["list " + path] = sorted(os.listdir(path))
+    except OSError as exc:
+        report["list " + path] = errno.errorcode[exc.errno]
+for path in EXISTS:
+    report["exists " + path] = os.path.lexists(path)
+for path in READ:
+    try:
+        with open(path) as secret:
+            report["read " + path] = secret.read()
+    except OSError as exc:
+        report["read " + path] = errno.errorcode[exc.errno]
+print(json.dumps(report))
+"""
+
+#: Runs as the caller, with the interpreter under test: the probe through both APIs.
+DRIVER = """
+import json, sys
+from pysandbox import eval_in_sandbox, run_python
+
+code, imports = sys.argv[1], json.loads(sys.argv[2])
+host = {
+    "executable": sys.executable,
+    "prefix": sys.prefix,
+    "base_prefix": sys.base_prefix,
+    "version": sys.version,
+}
+for name in imports:
+    try:
+        __import__(name)
+        host["import " + name] = True
+    except ImportError:
+        host["import " + name] = False
+evaluated = eval_in_sandbox(code, mem_max_mb=1024, timeout_max_time_sec=60)
+ran = run_python(code)
+print(json.dumps({
+    "host": host,
+    "eval": [evaluated.returncode, evaluated.stdout, evaluated.stderr],
+    "run": [ran.returncode, ran.stdout.decode(), ran.stderr.decode(errors="replace")],
+}))
+"""
+
+
+class Caller:
+    """Who calls pysandbox, and with which interpreter: the host side of every test."""
+
+    def __init__(self, python: str, package_root: Path, user: int | None) -> None:
+        #: The interpreter the test bases its venvs and symlinks on.
+        self.python = python
+        self.package_root = package_root
+        self.user = user
+
+    def probe(
+        self,
+        argv0: str | Path,
+        *,
+        lists: tuple[str | Path, ...] = (),
+        exists: tuple[str | Path, ...] = (),
+        reads: tuple[str | Path, ...] = (),
+    ) -> tuple[dict[str, object], dict[str, dict[str, object]]]:
+        """Start a caller as ``argv0``; return its own view of the interpreter and the
+        sandbox's, by API (``eval`` and ``run``)."""
+        params = {
+            "IMPORTS": list(IMPORTS),
+            "LIST": [str(p) for p in lists],
+            "EXISTS": [str(p) for p in exists],
+            "READ": [str(p) for p in reads],
+        }
+        code = "".join(f"{k} = {v!r}\n" for k, v in params.items()) + PROBE
+        out = subprocess.run(
+            [str(argv0), "-c", DRIVER, code, json.dumps(IMPORTS)],
+            user=self.user,
+            group=self.user,
+            extra_groups=[] if self.user is not None else None,
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(self.package_root)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        outcome = json.loads(out.stdout)
+        seen = {}
+        for api in ("eval", "run"):
+            returncode, stdout, stderr = outcome[api]
+            assert returncode == 0, f"{api}: {stderr[-3000:]}"
+            seen[api] = json.loads(stdout)
+        return outcome["host"], seen
+
+
+def _world_readable_tree(path: Path) -> None:
+    for item in [path, *path.rglob("*")]:
+        if not item.is_symlink():
+            item.chmod(0o755 if item.is_dir() or os.access(item, os.X_OK) else 0o644)
+
+
+@pytest.fixture
+def scratch() -> Iterator[Path]:
+    """A directory that a non-root caller can reach too (pytest's tmp_path is 0700)."""
+    path = Path(tempfile.mkdtemp(prefix="pysandbox-mounts-")).resolve()
+    try:
+        path.chmod(0o755)
+        yield path
+    finally:
+        shutil.rmtree(path)
+
+
+@pytest.fixture(params=["root", "non-root"])
+def caller(request: pytest.FixtureRequest, scratch: Path) -> Caller:
+    """A root caller on this test's own interpreter (a pyenv venv here), or a non-root
+    caller on the system interpreter with a world-readable copy of pysandbox."""
+    if request.param == "root":
+        if not IS_ROOT:
+            pytest.skip("the caller is not root here")
+        return Caller(sys.executable, PACKAGE_ROOT, None)
+    python, shared = request.getfixturevalue("unprivileged_pysandbox")
+    return Caller(python, shared, UNPRIVILEGED_CALLER)
+
+
+def link_chain(path: Path) -> list[Path]:
+    """``path`` and every symlink it leads to through its last component, then the file."""
+    chain = [path]
+    while chain[-1].is_symlink():
+        chain.append(Path(os.path.normpath(chain[-1].parent / os.readlink(chain[-1]))))
+    return chain
+
+
+def top_level(api: str, *extra: str) -> list[str]:
+    """What the sandbox's ``/`` holds: the system directories the host has, the sandbox's
+    own mount points (the code directory of ``eval``, the working directory of ``run``),
+    and ``extra``."""
+    system = [d for d in ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")]
+    present = [d for d in system if os.path.lexists(f"/{d}")]
+    own = "home" if api == "eval" else "sandbox"
+    return sorted({*present, "dev", "proc", ".pysandbox", own, *extra})
+
+
+def interpreter_facts(report: dict[str, object]) -> dict[str, object]:
+    """What the interpreter is and which modules it can import."""
+    keys = ("executable", "prefix", "base_prefix", "version")
+    return {k: v for k, v in report.items() if k in keys or k.startswith("import ")}
+
+
+def starting(report: dict[str, object], prefix: str) -> dict[str, object]:
+    return {k: v for k, v in report.items() if k.startswith(prefix)}
+
+
+# --------------------------------------------------------------------------- a venv at an app root
+
+
+def test_venv_at_an_application_root_shows_only_the_interpreter(
+    caller: Caller, scratch: Path
+) -> None:
+    app = scratch / "APP"
+    subprocess.run([caller.python, "-m", "venv", "--without-pip", str(app)], check=True)
+    secret = f"TOKEN={uuid.uuid4().hex}"
+    (app / "secret.env").write_text(secret)
+    (app / "app").mkdir()
+    (app / "app" / "settings.py").write_text(f"# {secret}\n")
+    (scratch / "neighbour.env").write_text(secret)
+    purelib = Path(sysconfig.get_path("purelib", vars={"base": str(app), "platbase": str(app)}))
+    (purelib / "only_in_this_venv.py").write_text("MARK = 'venv-package'\n")
+    _world_readable_tree(app)
+    executable = app / "bin" / "python"
+    hidden = (app / "secret.env", app / "app", app / "include", scratch / "neighbour.env")
+
+    host, seen = caller.probe(
+        executable,
+        lists=(scratch, app, app / "bin", app / "lib"),
+        exists=hidden,
+        reads=(
+            purelib / "only_in_this_venv.py",
+            app / "secret.env",
+            app / "app" / "settings.py",
+            purelib / ".." / ".." / ".." / "secret.env",
+            f"/proc/self/root{app}/secret.env",
+        ),
+    )
+    assert host["prefix"] == str(app)
+    for api, report in seen.items():
+        # A venv stays a venv: the same interpreter, prefix and modules, its own package.
+        assert interpreter_facts(report) == interpreter_facts(host), api
+        assert report.pop(f"read {purelib / 'only_in_this_venv.py'}") == "MARK = 'venv-package'\n"
+        # Exactly what the interpreter needs, nothing of the application.
+        assert report[f"list {scratch}"] == ["APP"], api
+        assert report[f"list {app}"] == ["bin", "lib", "pyvenv.cfg"], api
+        in_bin = sorted(p.name for p in link_chain(executable) if p.parent == app / "bin")
+        assert report[f"list {app / 'bin'}"] == in_bin, api
+        assert report[f"list {app / 'lib'}"] == [purelib.parent.name], api
+        assert starting(report, "exists ") == {f"exists {p}": False for p in hidden}, api
+        assert set(starting(report, "read ").values()) == {"ENOENT"}, report
+        assert secret not in json.dumps(report)
+    assert (app / "secret.env").read_text() == secret
+
+
+# --------------------------------------------------------------------------- symlink chains
+
+
+def test_interpreter_reached_through_a_chain_of_symlinks(caller: Caller, scratch: Path) -> None:
+    """``a -> b -> alias/python``, ``alias -> store`` (a directory link), ``store/python ->``
+    the caller's interpreter (itself a venv's chain for the root caller): both APIs run
+    the program as it was called, and nothing else in those directories is visible."""
+    chain_dir, store = scratch / "chain", scratch / "store"
+    chain_dir.mkdir()
+    store.mkdir()
+    (scratch / "alias").symlink_to(store)
+    (store / "python").symlink_to(caller.python)
+    (chain_dir / "b").symlink_to(scratch / "alias" / "python")
+    (chain_dir / "a").symlink_to("b")
+    for directory in (chain_dir, store):
+        (directory / "private.txt").write_text("private\n")
+    _world_readable_tree(scratch)
+
+    host, seen = caller.probe(
+        chain_dir / "a",
+        lists=(scratch, chain_dir, store),
+        exists=(scratch / "alias",),
+        reads=(chain_dir / "private.txt", store / "private.txt"),
+    )
+    assert host["executable"] == str(chain_dir / "a")
+    for api, report in seen.items():
+        assert interpreter_facts(report) == interpreter_facts(host), api
+        assert report[f"list {scratch}"] == ["alias", "chain", "store"], api
+        assert report[f"list {chain_dir}"] == ["a", "b"], api
+        assert report[f"list {store}"] == ["python"], api
+        assert report[f"exists {scratch / 'alias'}"] is True, api
+        assert set(starting(report, "read ").values()) == {"ENOENT"}, report
+
+
+# --------------------------------------------------------------------------- other interpreters
+
+
+def _pyenv_interpreter(minor: str) -> str | None:
+    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    found = sorted(glob.glob(os.path.join(root, "versions", f"{minor}.*", "bin", "python")))
+    return found[-1] if found else None
+
+
+@pytest.fixture(scope="session")
+def build_for(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """pysandbox built from this checkout for another interpreter, into a directory of
+    its own (``pip install --target``); once per interpreter."""
+    built: dict[str, Path] = {}
+
+    def build(python: str) -> Path:
+        if python not in built:
+            source = tmp_path_factory.mktemp("source")
+            shutil.copytree(
+                ROOT,
+                source,
+                dirs_exist_ok=True,
+                ignore=shutil.ignore_patterns(
+                    ".*", "build", "*.egg-info", "__pycache__", "*.so", "_init", "tests"
+                ),
+            )
+            target = tmp_path_factory.mktemp("target")
+            # Its own pip where it has one (ours may not support it), else ours for it.
+            own_pip = subprocess.run([python, "-m", "pip", "--version"], capture_output=True)
+            pip = [python, "-m", "pip"]
+            if own_pip.returncode != 0:
+                pip = [sys.executable, "-m", "pip", "--python", python]
+            pip += ["install", "--quiet"]
+            out = subprocess.run(
+                [*pip, "--no-deps", "--target", str(target), str(source)],
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
+            )
+            assert out.returncode == 0, out.stderr[-3000:]
+            built[python] = target
+        return built[python]
+
+    return build
+
+
+OTHER_INTERPRETERS: dict[str, Callable[[], str | None]] = {
+    "pyenv-3.9": lambda: _pyenv_interpreter("3.9"),
+    "pyenv-3.13": lambda: _pyenv_interpreter("3.13"),
+    "system": lambda: shutil.which("python3", path="/usr/bin"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(OTHER_INTERPRETERS))
+def test_other_interpreters_run_with_only_their_own_files(
+    name: str, build_for: Callable[[str], Path]
+) -> None:
+    """pyenv's oldest and newest Pythons called directly (``bin/python``, a symlink), and
+    the system's: each runs inside as itself, with its stdlib and extension modules, and
+    of its installation only ``bin/`` (the executable and its link) and ``lib/``."""
+    if not IS_ROOT:
+        pytest.skip("the interpreters here are root's")
+    python = OTHER_INTERPRETERS[name]()
+    if python is None or not os.access(python, os.X_OK):
+        pytest.skip(f"no {name} interpreter on this host")
+    info = subprocess.run(
+        [python, "-c", "import sys; print(sys.base_prefix)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    prefix = Path(info.stdout.strip())
+    host, seen = Caller(python, build_for(python), None).probe(
+        python, lists=("/", prefix, prefix / "bin")
+    )
+    for api, report in seen.items():
+        assert interpreter_facts(report) == interpreter_facts(host), api
+        assert report["import json"] is True and report["import decimal"] is True
+        if str(prefix) == "/usr":
+            # Everything is under /usr: nothing else of the host appears at the top.
+            assert report["list /"] == top_level(api), api
+            continue
+        assert report["list /"] == top_level(api, prefix.parts[1]), api
+        assert report[f"list {prefix}"] == ["bin", "lib"], api
+        in_bin = sorted(p.name for p in link_chain(Path(python)) if p.parent == prefix / "bin")
+        assert report[f"list {prefix / 'bin'}"] == in_bin, api
+
+
+# --------------------------------------------------------------------------- readable
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/", "/proc", "/proc/1", "/proc/self/root", "/sys", "/sys/kernel", "/dev", "/dev/null"],
+)
+def test_readable_kernel_interfaces_are_refused(path: str) -> None:
+    """``readable=["/proc"]`` used to show the host's processes with their command lines."""
+    with pytest.raises(ValueError, match=f"^readable path {re.escape(repr(path))} would "):
+        run(["cat", "/proc/1/cmdline"], readable=[path])
+
+
+@pytest.mark.parametrize("path", ["/sandbox", "/sandbox/x", "/.pysandbox", "/home"])
+def test_readable_over_the_sandboxs_own_mounts_is_refused(path: str) -> None:
+    with pytest.raises(ValueError, match=f"^readable path {re.escape(repr(path))} would cover"):
+        run(["true"], readable=[path])
+
+
+@pytest.mark.parametrize("target", ["/proc", "/proc/self/root", "/sys/kernel", "/dev"])
+def test_readable_symlink_into_the_kernel_interfaces_is_refused(
+    target: str, tmp_path: Path
+) -> None:
+    link = tmp_path / "innocent"
+    link.symlink_to(target)
+    message = f"^readable path {re.escape(repr(str(link)))} .* would show the host's"
+    with pytest.raises(ValueError, match=message):
+        run_python("import os; print(os.listdir('.'))", readable=[str(link)])
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="mounting a proc needs root")
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="util-linux unshare is missing")
+def test_readable_holding_a_proc_mounted_elsewhere_is_refused(tmp_path: Path) -> None:
+    """A proc mounted elsewhere (``docker -v /proc:/host/proc``) is refused whether it is
+    named, contains the path, or is contained, checked in a mount namespace of the caller's
+    own so the host's mount table is untouched."""
+    host_dir = tmp_path / "host"
+    (host_dir / "proc").mkdir(parents=True)
+    driver = f"""
+import json, subprocess
+subprocess.run(["mount", "-t", "proc", "proc", {str(host_dir / "proc")!r}], check=True)
+from pysandbox import run
+outcome = {{}}
+for path in ({str(host_dir)!r}, {str(host_dir / "proc")!r}, {str(host_dir / "proc" / "1")!r}):
+    try:
+        result = run(["cat", "/proc/1/cmdline"], readable=[path])
+        outcome[path] = "ran: " + result.stdout.decode(errors="replace")
+    except ValueError as exc:
+        outcome[path] = str(exc)
+print(json.dumps(outcome))
+"""
+    out = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", sys.executable, "-c", driver],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    outcome = json.loads(out.stdout)
+    for path, message in outcome.items():
+        assert message.startswith(f"readable path {path!r}"), outcome
+        assert "would show the host's" in message, outcome
+    assert not os.path.ismount(host_dir / "proc")
+
+
+def test_readable_through_a_symlink_still_works(tmp_path: Path) -> None:
+    """Refusing the kernel's paths costs nothing to ordinary ones, links included: the
+    path inside is the one asked for."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "file.txt").write_text("content\n")
+    data.chmod(0o755)
+    (data / "file.txt").chmod(0o644)
+    link = tmp_path / "link"
+    link.symlink_to(data)
+    result = run(["cat", f"{link}/file.txt"], readable=[str(link)])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == b"content\n"
