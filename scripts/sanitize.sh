@@ -9,8 +9,14 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 venv=.venv-sanitize
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/python" -m pip install -q --upgrade pip
+# Built from a copy: setuptools reuses the object files under build/ when the sources
+# are older, so a sanitized build there would end up in the next plain install.
+copy=$(mktemp -d)
+trap 'rm -rf "$copy"' EXIT
+cp -r setup.py pyproject.toml README.rst MANIFEST.in src pysandbox "$copy/"
+rm -rf "$copy/pysandbox/_init" "$copy"/pysandbox/*.so
 PYSANDBOX_STRICT=1 PYSANDBOX_SANITIZE=1 "$venv/bin/python" -m pip install -q --no-cache-dir \
-    --force-reinstall --no-deps .
+    --force-reinstall --no-deps "$copy"
 "$venv/bin/python" -m pip install -q pytest pytest-xdist
 runtimes="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
 # detect_leaks=0: CPython itself leaks by design at exit; halt on the first report.
