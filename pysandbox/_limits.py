@@ -133,7 +133,8 @@ class Limits:
     #: it too: at least ``MIN_OPEN_FILES`` (14).
     open_files: int = 256
     #: Bytes of the writable tmpfs that is the working directory ``/sandbox``: every
-    #: file the program writes there counts, as do the files given to ``run``.
+    #: file the program writes there counts, as do the files given to ``run``, each in
+    #: whole pages (a one-byte file takes 4 KiB).
     disk: int = 64 * 2**20
     #: Bytes of file content returned in ``Result.files``; files past it are left out
     #: and ``Result.files_truncated`` is set.
