@@ -15,7 +15,8 @@ not fit is dropped, as UDP may always do.  So the run ends as the program ends (
 ``MEMORY_EXCEEDED``.
 
 The HOST measures, at the moment the program says its buffers are full (it then waits
-for the host on stdin): it sums the queues of every socket in the sandbox's network
+for the host on stdin; ``eval_in_sandbox``, which has no stdin, holds them for a second
+while a host thread samples): it sums the queues of every socket in the sandbox's network
 namespace from ``/proc/<pid>/net/{tcp,tcp6,udp,udp6}`` of a process inside.  Those are
 bytes of data (TCP) or of buffers (UDP, ``sk_rmem_alloc``); the kernel charges at least
 that much, so the sum may never pass the cap.
@@ -24,12 +25,14 @@ that much, so the sum may never pass the cap.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 from conftest import pids_with_marker, unique_marker
 
-from pysandbox import Limits, Result, Status, run_python
+from pysandbox import Limits, Result, Status, eval_in_sandbox, run_python
 from pysandbox._cgroup import probe as cgroup_probe
 
 MiB = 2**20
@@ -46,7 +49,7 @@ TCP_CONNECTIONS = 40
 UDP_RECEIVERS = 100
 
 TCP_FLOOD = """
-import json, socket, sys
+import json, socket, sys, time
 connections, buffer = int(sys.argv[2]), int(sys.argv[3])
 server = socket.socket()
 server.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, buffer)  # inherited by accept()
@@ -71,7 +74,8 @@ for client, _ in pairs:
             refused[exc.errno] = refused.get(exc.errno, 0) + 1
             break
 print(json.dumps({"held": held, "refused": refused}), flush=True)
-sys.stdin.read()
+sys.stdin.read()  # run_python: until the host has measured; eval_in_sandbox: no stdin
+time.sleep(float(sys.argv[4]))
 """
 
 UDP_FLOOD = """
@@ -132,12 +136,16 @@ def measure_when_full(marker: str, seen: dict[str, object]) -> Callable[[bytes],
     return on_stdout
 
 
-def flood(code: str, *args: str) -> tuple[Result, dict[str, object]]:
-    """Run a flood and return the result and what the host saw when it was full."""
+def needs_memory_cgroup() -> None:
     if not cgroup_probe().memory:
         pytest.skip(
             f"no memory cgroup for this caller, so no total cap to check ({cgroup_probe().reason})"
         )
+
+
+def flood(code: str, *args: str) -> tuple[Result, dict[str, object]]:
+    """Run a flood and return the result and what the host saw when it was full."""
+    needs_memory_cgroup()
     marker = unique_marker()
     seen: dict[str, object] = {}
     result = run_python(
@@ -158,7 +166,7 @@ def describe(result: Result, seen: dict[str, object]) -> str:
 
 def test_tcp_buffers_are_capped() -> None:
     """40 connections that could hold about 385 MB hold at most the cap."""
-    result, seen = flood(TCP_FLOOD, str(TCP_CONNECTIONS), str(BUFFER))
+    result, seen = flood(TCP_FLOOD, str(TCP_CONNECTIONS), str(BUFFER), "0")
     assert result.status is Status.OK, describe(result, seen)
     report, queued = seen.get("report"), seen.get("queued")
     assert isinstance(report, dict) and isinstance(queued, int), describe(result, seen)
@@ -185,3 +193,51 @@ def test_udp_buffers_are_capped() -> None:
         f"the sandbox held {queued // MiB} MiB in socket buffers, past its cap of "
         f"{CAP // MiB} MiB and the slack: {describe(result, seen)}"
     )
+
+
+@contextmanager
+def host_samples_queues(marker: str) -> Iterator[dict[str, int]]:
+    """While the block runs, a host thread keeps the largest ``queued_bytes`` of the
+    processes with ``marker`` (for a sandbox without stdin to say when it is full)."""
+    seen = {"max": 0, "samples": 0}
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.01):
+            for pid in pids_with_marker(marker, bwrap=False):
+                try:
+                    queued = queued_bytes(pid)
+                except OSError:  # it exited meanwhile
+                    continue
+                seen["max"] = max(seen["max"], queued)
+                seen["samples"] += 1
+
+    thread = threading.Thread(target=sample)
+    thread.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_tcp_buffers_are_capped_for_eval_in_sandbox() -> None:
+    """eval_in_sandbox's memory cgroup (``mem_max_mb`` for the whole sandbox) caps them
+    too.  The code execs the flood with the marker in its command line, for the host to
+    find it, and holds the buffers for a second while the host samples them."""
+    needs_memory_cgroup()
+    cap = 64 * MiB
+    marker = unique_marker()
+    args = [marker, str(TCP_CONNECTIONS), str(BUFFER), "1"]
+    code = (
+        "import os, sys\n"
+        f"os.execv(sys.executable, [sys.executable, '-c', {TCP_FLOOD!r}, *{args!r}])\n"
+    )
+    with host_samples_queues(marker) as seen:
+        output = eval_in_sandbox(code, mem_max_mb=cap // MiB, cpu_max_time_sec=10)
+    assert output.returncode == 0, output
+    report = json.loads(output.stdout)
+    most = cap + 2 * TCP_CONNECTIONS * SLACK_PER_SOCKET
+    assert report["refused"] == {}, output
+    assert cap // 2 <= report["held"] <= most, (output, seen)
+    assert seen["samples"] > 0 and seen["max"] <= most, (output, seen)
