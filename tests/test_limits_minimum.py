@@ -14,7 +14,8 @@ import subprocess
 from pathlib import Path
 
 from pysandbox import Limits, Status, run, run_python
-from pysandbox._limits import MIN_OPEN_FILES, MIN_PROCESSES
+from pysandbox._launch import FdLayout
+from pysandbox._limits import _HANDED_FDS, MIN_OPEN_FILES, MIN_PROCESSES
 
 #: Tries to fork once; ``processes`` at its minimum leaves no room for that.
 FORK_ONCE = """
@@ -33,6 +34,16 @@ print(json.dumps({"forked": forked, "fds": len(os.listdir("/proc/self/fd"))}))
 """
 SMALLEST = {"processes": MIN_PROCESSES, "open_files": MIN_OPEN_FILES}
 FILES = {"in/data.txt": b"input"}
+
+
+def test_the_handed_descriptors_are_those_of_the_launch() -> None:
+    """``_limits`` cannot import ``_launch`` (which imports it through ``_cgroup``): the
+    count it derives
+    ``MIN_OPEN_FILES`` from must follow the layout of ``run_python`` with files."""
+    layout = FdLayout.of(payloads=2, captures=1)  # input files, code; output files
+    assert max(*layout.payloads, layout.status, layout.report, *layout.captures) + 1 == (
+        _HANDED_FDS
+    )
 
 
 def test_the_smallest_limits_run_a_program_with_files() -> None:
