@@ -9,6 +9,9 @@ rlimit counts tmpfs pages).  A control group counts the whole sandbox, and only 
 * the ``memory`` controller caps the memory charged to the group: anonymous memory of
   every process, page cache, and the tmpfs pages its processes write; past the limit
   the kernel reclaims, then OOM-kills a process of the group (never one outside it).
+  Socket buffers count too: v2 in the same limit; v1 on a counter of their own, capped
+  at the same size (so a v1 group may hold twice the limit: memory plus sockets).
+  Past it a TCP send waits (``EAGAIN`` when non-blocking) and a datagram is dropped.
 
 ``SandboxCgroup`` makes a fresh group (``pysandbox-<pid>-<counter>-<random>``) under a
 shared parent group ``pysandbox`` at the root of each hierarchy it needs, sets the
@@ -73,6 +76,14 @@ _PID_MAX_LIMIT = 4 * 1024 * 1024
 #: together stay under one second.
 _KILL_SECONDS = 0.5
 _REMOVE_SECONDS = 0.4
+#: cgroup v1's cap on the socket buffers (TCP and UDP) of a group, and the fix when the
+#: kernel lacks it (``memory.kmem.tcp.*`` is deprecated and will go away).
+_V1_SOCKETS = "memory.kmem.tcp.limit_in_bytes"
+_V1_SOCKETS_FIX = (
+    "this kernel cannot cap socket buffers in a cgroup v1 memory group, so they would "
+    "escape the memory cap: use cgroup v2 (boot with systemd.unified_cgroup_hierarchy=1), "
+    "whose memory.max counts them"
+)
 #: The limits the probe tries on a trial group.
 _TRIAL_PROCESSES = 64
 _TRIAL_MEMORY = 256 * 2**20
@@ -152,7 +163,8 @@ class CgroupUsage:
     #: Bytes: the highest memory the group was charged (v1 ``memory.max_usage_in_bytes``,
     #: v2 ``memory.peak``, Linux 5.19+); None without a memory group.
     peak_memory: int | None
-    #: The memory limit was hit: v1 ``memory.failcnt`` or ``memory.memsw.failcnt`` > 0, or
+    #: The memory limit was hit: v1 ``memory.failcnt``, ``memory.memsw.failcnt`` or
+    #: ``memory.kmem.tcp.failcnt`` (socket buffers) > 0, or
     #: ``memory.oom_control`` ``under_oom``/``oom_kill`` > 0; v2 ``memory.events``
     #: ``max``/``oom``/``oom_kill`` > 0.  Hitting the limit makes the kernel reclaim first
     #: (page cache), so this can be true for a program that still ended well.
@@ -458,9 +470,10 @@ class SandboxCgroup:
     Use it as a context manager.  ``__enter__`` creates a fresh group
     (``pysandbox-<pid>-<counter>-<random>``) under the parent group ``pysandbox`` in each
     hierarchy it needs, sets ``pids.max`` to ``processes`` and the memory limit to
-    ``memory`` (v1: ``memory.limit_in_bytes``, and ``memory.memsw.limit_in_bytes`` when
-    swap is accounted, so swap does not extend it; v2: ``memory.max``, and
-    ``memory.swap.max`` = 0 when present), and opens (``O_WRONLY|O_CLOEXEC``) the
+    ``memory`` (v1: ``memory.limit_in_bytes``, ``memory.memsw.limit_in_bytes`` when
+    swap is accounted, so swap does not extend it, and ``memory.kmem.tcp.limit_in_bytes``
+    for socket buffers; v2: ``memory.max``, and ``memory.swap.max`` = 0 when present),
+    and opens (``O_WRONLY|O_CLOEXEC``) the
     ``cgroup.procs`` file of each of those groups: ``procs_fds``.  The spawn child writes
     ``b"0"`` into each of these descriptors to move itself in before it executes, so
     every process of the sandbox is born inside.  On v1 the ``cpuacct`` hierarchy is
@@ -474,8 +487,9 @@ class SandboxCgroup:
     never raises: only the original exception, if any, propagates.
 
     :param processes: the most tasks (processes plus threads) alive at once, or None.
-    :param memory: bytes of memory for the whole sandbox (its processes, its page cache
-        and the tmpfs pages it writes), or None.  v1 rounds it down to whole pages.
+    :param memory: bytes of memory for the whole sandbox (its processes, its page cache,
+        the tmpfs pages it writes and its socket buffers; v1 caps the sockets apart, at
+        the same size), or None.  v1 rounds it down to whole pages.
     :raises TypeError, ValueError: a limit is not None or a positive int.
     :raises SandboxError: (from ``__enter__``) a limit cannot be set here; the message
         names the file and the fix.  Nothing is left behind.
@@ -672,14 +686,19 @@ class SandboxCgroup:
                 raise _failure("create the cgroup", path, exc) from exc
             return
 
-    def _set(self, node: _Node, file: str, value: str, *, optional: bool = False) -> bool:
-        """Write one limit; False when ``optional`` and the file does not exist."""
+    def _set(
+        self, node: _Node, file: str, value: str, *, optional: bool = False, fix: str | None = None
+    ) -> bool:
+        """Write one limit; False when ``optional`` and the file does not exist.  ``fix``
+        replaces the usual advice when the file does not exist."""
         try:
             _write_dir_file(node.fd, file, value)
         except OSError as exc:
             if optional and exc.errno == errno.ENOENT:
                 return False
-            raise _failure(f"set {value} in", os.path.join(node.path, file), exc) from exc
+            advice = fix if exc.errno == errno.ENOENT else None
+            path = os.path.join(node.path, file)
+            raise _failure(f"set {value} in", path, exc, advice) from exc
         return True
 
     def _check(self, node: _Node, file: str, most: int) -> None:
@@ -713,6 +732,14 @@ class SandboxCgroup:
                 self._check(node, "memory.limit_in_bytes", self._memory)
                 if self._set(node, "memory.memsw.limit_in_bytes", memory, optional=True):
                     self._check(node, "memory.memsw.limit_in_bytes", self._memory)
+                # v1 charges socket buffers (TCP and UDP) only in a group with a TCP
+                # limit, and to a counter of their own: without one, 40 loopback
+                # connections held 414 MiB against a 320 MiB cap.  They get the whole
+                # cap, not a share cut from memory.limit_in_bytes: a share would OOM-kill
+                # a process that RLIMIT_AS should refuse with MemoryError, and a small one
+                # starves loopback TCP (1/64 cut its throughput 50-fold).
+                self._set(node, _V1_SOCKETS, memory, fix=_V1_SOCKETS_FIX)
+                self._check(node, _V1_SOCKETS, self._memory)
 
     def _members(self) -> set[int]:
         """The pids (thread-group ids) in the group, in any of its hierarchies."""
@@ -781,6 +808,7 @@ class SandboxCgroup:
                     memory_exceeded = (
                         (_read_int(node.fd, "memory.failcnt") or 0) > 0
                         or (_read_int(node.fd, "memory.memsw.failcnt") or 0) > 0
+                        or (_read_int(node.fd, "memory.kmem.tcp.failcnt") or 0) > 0
                         or oom.get("under_oom", 0) > 0
                         or oom.get("oom_kill", 0) > 0
                     )

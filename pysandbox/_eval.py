@@ -80,7 +80,8 @@ def eval_in_sandbox(
     :param mem_max_mb: address-space limit of each process in MiB (``RLIMIT_AS``); it
         includes the interpreter itself, so leave room.  Where the caller can make a
         memory cgroup, also the memory of the whole sandbox (every process, pipe and
-        socket buffers); a process the cgroup kills ends the run with 137.
+        socket buffers; cgroup v1 caps socket buffers apart, at the same size); a
+        process the cgroup kills ends the run with 137.
     :param cpu_max_time_sec: CPU seconds each process may use (``RLIMIT_CPU``), and
         the whole process tree together; past either the sandbox is killed and the
         return code is 137.

@@ -8,10 +8,13 @@ One record per file, then one end record::
 ``encode_files`` checks the caller's files and raises; ``decode_files`` reads what the
 in-sandbox init wrote, which the sandboxed program may have disturbed (it can kill the
 init mid-stream), so it never raises on any input and keeps only what is sound.
+``check_fits_tmpfs`` tells, before anything runs, whether the input files fit on the
+working directory's tmpfs, in the units the tmpfs counts.
 """
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Mapping
 
@@ -19,9 +22,12 @@ __all__ = [
     "FLAG_LEFT_OUT",
     "MAX_COMPONENT_BYTES",
     "MAX_NAME_BYTES",
+    "check_fits_tmpfs",
     "decode_files",
     "encode_files",
     "name_problem",
+    "tmpfs_footprint",
+    "tmpfs_inodes",
 ]
 
 #: The end record's flag bit: some files were left out (over the cap, or unreadable).
@@ -175,3 +181,59 @@ def decode_files(stream: bytes) -> tuple[dict[str, bytes], bool]:
             files[name] = bytes(view[data_at : data_at + data_len])
         position = data_at + data_len
     return files, True
+
+
+def tmpfs_footprint(files: Mapping[str, bytes], page_size: int) -> int:
+    """Bytes of a tmpfs's ``size=`` that ``files`` (name to content, checked by
+    ``encode_files``) take: each file's length rounded up to whole pages.
+
+    A tmpfs charges its size in pages (a one-byte file takes a page) and nothing for a
+    directory or an empty file: those take an inode and kernel memory, which the
+    sandbox's memory cgroup counts, not ``size=``.  This assumes the tmpfs is mounted
+    without huge pages, as bubblewrap mounts it (unless the host boots with
+    ``transparent_hugepage_tmpfs=``).
+    """
+    return sum(-(-memoryview(data).nbytes // page_size) * page_size for data in files.values())
+
+
+def tmpfs_inodes(files: Mapping[str, bytes]) -> int:
+    """Inodes ``files`` take on a fresh tmpfs, counting its root and one mount point of
+    ``run_python``'s code: a file each, and a directory each however many files it
+    holds."""
+    directories: set[str] = set()
+    for name in files:
+        parent = name.rpartition("/")[0]
+        while parent and parent not in directories:  # its ancestors are in already
+            directories.add(parent)
+            parent = parent.rpartition("/")[0]
+    return len(files) + len(directories) + 2
+
+
+def _default_tmpfs_inodes() -> int:
+    """A tmpfs mounted without ``nr_inodes`` (as bubblewrap's ``--size`` mounts it) holds
+    this many inodes: half the pages of the host's RAM (``shmem_default_max_inodes``)."""
+    return os.sysconf("SC_PHYS_PAGES") // 2
+
+
+def check_fits_tmpfs(files: Mapping[str, bytes], disk: int) -> None:
+    """Raise ``ValueError`` unless ``files`` fit on the working directory's tmpfs of
+    ``disk`` bytes, in the units it counts (see ``tmpfs_footprint`` and
+    ``tmpfs_inodes``); the message gives the real figure.  ``files`` were checked by
+    ``encode_files``."""
+    page_size = os.sysconf("SC_PAGE_SIZE")
+    footprint = tmpfs_footprint(files, page_size)
+    if footprint > disk:
+        content = sum(memoryview(data).nbytes for data in files.values())
+        raise ValueError(
+            f"files: {len(files)} files of {content} bytes take {footprint} bytes of the "
+            f"working directory's tmpfs, which counts each file in whole pages of "
+            f"{page_size} bytes: more than Limits.disk ({disk}); raise Limits.disk to at "
+            f"least {footprint}, or pack the small files into one"
+        )
+    inodes, most = tmpfs_inodes(files), _default_tmpfs_inodes()
+    if inodes > most:
+        raise ValueError(
+            f"files: {len(files)} files and their directories take {inodes} inodes of the "
+            f"working directory's tmpfs, which holds {most} on this host (half its pages "
+            f"of RAM); pack them into fewer files"
+        )

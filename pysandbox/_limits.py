@@ -6,12 +6,43 @@ import dataclasses
 import math
 import resource
 
-__all__ = ["MAX_LIMIT", "Limits"]
+__all__ = ["MAX_LIMIT", "MIN_OPEN_FILES", "MIN_PROCESSES", "Limits"]
 
 #: No limit may be larger: every value, and ``ceil(cpu_time) + 2`` for ``RLIMIT_CPU``, then
 #: fits the kernel's 64-bit ``rlim_t`` and the C core's ``Py_ssize_t`` caps with room to
 #: spare, and a value this large means "practically unlimited" on any host anyway.
 MAX_LIMIT = 2**62
+
+#: Processes of every sandbox besides the program, each counted by the process cap
+#: (the sandbox's pids cgroup, or RLIMIT_NPROC of the uid they run as): bwrap, which
+#: joins the cap before it builds the sandbox, and pysandbox's init, the sandbox's pid 1,
+#: which forks the program.
+_SANDBOX_PROCESSES = 2
+#: The fewest processes that start a program (which then cannot fork).
+MIN_PROCESSES = _SANDBOX_PROCESSES + 1
+
+#: Descriptors the C core hands to bwrap, numbered from 0 with no gap as
+#: ``_launch.FdLayout`` lays them out (it imports this module, through ``_cgroup``, so a
+#: test checks the two agree): stdin, stdout and stderr; at most three passed fds (the
+#: syscall filter, ``run``'s input files, ``run_python``'s code); and three capture pipes
+#: (bwrap's status, the init's report, ``run``'s output files).  A new descriptor gets the
+#: lowest free number, and RLIMIT_NOFILE refuses a number at or past the limit, so
+#: everything bwrap opens is numbered above these.
+_HANDED_FDS = 3 + 3 + 3
+#: Descriptors bubblewrap holds open at once, besides those, while it builds the sandbox
+#: (``pipe2``, ``eventfd``, ``/proc/PID/ns/...``): measured with bubblewrap 0.8 by
+#: lowering RLIMIT_NOFILE until it failed with "Too many open files", as root and as a
+#: non-root caller.  The init and the program then need no more than that.
+_BWRAP_FDS = 5
+#: The smallest ``Limits.open_files`` that starts a program.
+MIN_OPEN_FILES = _HANDED_FDS + _BWRAP_FDS
+#: The smallest value of each int field; the fields not named here must be >= 1.
+_INT_MINIMA = {"processes": MIN_PROCESSES, "open_files": MIN_OPEN_FILES}
+#: Why each minimum above 1 is what it is, for the error message.
+_WHY_MINIMUM = {
+    "processes": "bwrap and pysandbox's init count besides the program",
+    "open_files": "bwrap needs the descriptors it is handed and a few of its own",
+}
 
 _SECONDS_FIELDS = ("wall_time", "cpu_time")
 _INT_FIELDS = (
@@ -44,9 +75,16 @@ def _check_seconds(name: str, value: object) -> float:
 
 
 def _check_int(name: str, value: object) -> int:
-    """``value`` as a plain int in ``[1, MAX_LIMIT]``; the errors name ``Limits.name``."""
+    """``value`` as a plain int in ``[minimum, MAX_LIMIT]`` (``minimum`` is 1 unless
+    ``_INT_MINIMA`` says more); the errors name ``Limits.name``."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"Limits.{name} must be an int, not {type(value).__name__}")
+    minimum = _INT_MINIMA.get(name, 1)
+    if minimum > 1 and value < minimum:
+        raise ValueError(
+            f"Limits.{name} must be at least {minimum} to start a program "
+            f"({_WHY_MINIMUM[name]}), got {value!r}"
+        )
     if not 0 < value <= MAX_LIMIT:
         raise ValueError(f"Limits.{name} must be > 0 and <= 2**62, got {value!r}")
     return int(value)
@@ -57,7 +95,10 @@ class Limits:
     """What one sandboxed run may use.  Every field is checked when the object is made.
 
     Every numeric limit must be positive: zero or a negative value is a ``ValueError`` and
-    never means "unlimited"; so is NaN, an infinity, or a value above ``2**62``.  A bool
+    never means "unlimited"; so is NaN, an infinity, or a value above ``2**62``.  So is
+    a limit too small to start any program: ``processes`` below ``MIN_PROCESSES`` (3)
+    and ``open_files`` below ``MIN_OPEN_FILES`` (14); the message names the smallest
+    value that works.  A bool
     or a value of another type is a ``TypeError``.  Both name the field.  The times accept
     an int or a float and are stored as float; the other limits must be ints (an int
     subclass is stored as a plain int).  Make a variant with ``dataclasses.replace``,
@@ -83,16 +124,19 @@ class Limits:
     truncate_output: bool = False
     #: Processes (and threads) the sandbox's user may have at once (``RLIMIT_NPROC``).
     #: The kernel counts them per uid: when the caller is not root, the caller's own
-    #: processes outside the sandbox count too.
+    #: processes outside the sandbox count too.  bwrap and pysandbox's init count too:
+    #: at least ``MIN_PROCESSES`` (3), which leaves the program none to fork.
     processes: int = 64
     #: Bytes of the largest file a process may write (``RLIMIT_FSIZE``); past it the
     #: write fails with ``EFBIG`` (``SIGXFSZ`` kills a program that does not ignore it).
     file_size: int = 16 * 2**20
     #: Open file descriptors per process (``RLIMIT_NOFILE``): one more than the highest
-    #: descriptor number a process may open.
+    #: descriptor number a process may open.  bwrap, which builds the sandbox, is held to
+    #: it too: at least ``MIN_OPEN_FILES`` (14).
     open_files: int = 256
     #: Bytes of the writable tmpfs that is the working directory ``/sandbox``: every
-    #: file the program writes there counts, as do the files given to ``run``.
+    #: file the program writes there counts, as do the files given to ``run``, each in
+    #: whole pages (a one-byte file takes 4 KiB).
     disk: int = 64 * 2**20
     #: Bytes of file content returned in ``Result.files``; files past it are left out
     #: and ``Result.files_truncated`` is set.

@@ -11,7 +11,7 @@ from . import _bwrap
 from ._bwrap import MAIN_NAME, MAIN_PATH, WORKDIR
 from ._classify import classify
 from ._errors import SandboxError
-from ._files import decode_files, encode_files
+from ._files import check_fits_tmpfs, decode_files, encode_files
 from ._launch import CancelEvent, Facts, FdLayout, Plan, launch
 from ._limits import Limits
 from ._types import Result
@@ -172,9 +172,7 @@ def build_plan(
     elif not isinstance(limits, Limits):
         raise TypeError(f"limits must be a Limits or None, not {type(limits).__name__}")
     files_stream = encode_files(files) if files else None
-    input_bytes = sum(memoryview(data).nbytes for data in files.values()) if files else 0
-    if input_bytes > limits.disk:
-        raise ValueError(f"files: {input_bytes} bytes do not fit in Limits.disk ({limits.disk})")
+    check_fits_tmpfs(files or {}, limits.disk)
     if files and code is not None and MAIN_NAME in files:
         raise ValueError(f"files: {MAIN_NAME!r} is where run_python puts the code")
     paths = _check_readable(readable)

@@ -9,7 +9,7 @@ from fractions import Fraction
 
 import pytest
 
-from pysandbox._limits import MAX_LIMIT, Limits
+from pysandbox._limits import MAX_LIMIT, MIN_OPEN_FILES, MIN_PROCESSES, Limits
 
 pytestmark = pytest.mark.no_bwrap
 
@@ -24,6 +24,8 @@ INT_FIELDS = [
     "files_out",
 ]
 SECONDS_FIELDS = ["wall_time", "cpu_time"]
+#: The smallest value of each int field that has one above 1.
+MINIMA = {"processes": 3, "open_files": 14}
 
 
 def _named(field: str) -> str:
@@ -76,15 +78,38 @@ def test_int_field_out_of_range_is_a_value_error(field: str, value: int) -> None
 
 
 @pytest.mark.parametrize("field", INT_FIELDS)
-@pytest.mark.parametrize("value", [1, 2, MAX_LIMIT])
-def test_int_field_boundaries_accepted(field: str, value: int) -> None:
+@pytest.mark.parametrize("above_minimum", [0, 1, None])
+def test_int_field_boundaries_accepted(field: str, above_minimum: int | None) -> None:
+    minimum = MINIMA.get(field, 1)
+    value = MAX_LIMIT if above_minimum is None else minimum + above_minimum
     assert getattr(Limits(**{field: value}), field) == value  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("field", INT_FIELDS)
 def test_int_subclass_is_stored_as_plain_int(field: str) -> None:
-    stored = getattr(Limits(**{field: _MyInt(7)}), field)  # type: ignore[arg-type]
-    assert stored == 7 and type(stored) is int
+    stored = getattr(Limits(**{field: _MyInt(70)}), field)  # type: ignore[arg-type]
+    assert stored == 70 and type(stored) is int
+
+
+def test_the_minima_are_the_spec() -> None:
+    assert {"processes": MIN_PROCESSES, "open_files": MIN_OPEN_FILES} == MINIMA
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("processes", 0), ("processes", 1), ("processes", 2)]
+    + [("open_files", v) for v in (0, 1, 4, 8, 12, 13)],
+)
+def test_a_limit_too_small_to_start_anything_names_the_smallest_that_works(
+    field: str, value: int
+) -> None:
+    """Below the minimum the sandbox could not even start the program (bwrap would fail,
+    or the init could not fork it): refused when made, with the value that works."""
+    expected = rf"^Limits\.{field} must be at least {MINIMA[field]} to start a program "
+    with pytest.raises(ValueError, match=expected):
+        Limits(**{field: value})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=expected):
+        dataclasses.replace(Limits(), **{field: value})
 
 
 @pytest.mark.parametrize("field", SECONDS_FIELDS)

@@ -8,13 +8,16 @@ in ``Result.files`` and that the call finished.
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
+import pysandbox._files
 from pysandbox import Limits, Result, Status, run, run_python
+from pysandbox._files import check_fits_tmpfs, tmpfs_footprint, tmpfs_inodes
 
 MiB = 2**20
 
@@ -258,3 +261,82 @@ def test_host_paths_are_invisible_without_readable(host_secret: Path) -> None:
 def test_input_files_larger_than_the_disk_are_refused_up_front() -> None:
     with pytest.raises(ValueError, match=r"files: .*Limits\.disk"):
         run(["true"], files={"big": b"x" * (2 * 2**20)}, limits=Limits(disk=2**20))
+
+
+# --------------------------------------------------------------------------- tmpfs units
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def test_tmpfs_footprint_counts_whole_pages_per_file() -> None:
+    assert tmpfs_footprint({}, 4096) == 0
+    assert tmpfs_footprint({"empty": b"", "dir/empty": b""}, 4096) == 0
+    assert tmpfs_footprint({"a": b"x", "b": b"x" * 4096, "c/d": b"x" * 4097}, 4096) == 4 * 4096
+    assert tmpfs_footprint({"a": bytearray(3), "b": memoryview(b"xy")}, 65536) == 2 * 65536
+
+
+def test_tmpfs_inodes_count_files_directories_the_root_and_the_code() -> None:
+    assert tmpfs_inodes({}) == 2
+    assert tmpfs_inodes({"a": b""}) == 3
+    files = {"a/b/c": b"", "a/b/d": b"", "a/e": b"", "f/g": b""}
+    assert tmpfs_inodes(files) == 4 + 3 + 2  # the directories a, a/b and f
+
+
+def test_the_sandbox_tmpfs_counts_in_those_units() -> None:
+    """What the sandbox's own ``/sandbox`` reports: pages of the host's size, the inodes
+    ``tmpfs_inodes`` counts in use, and the inode total the check assumes."""
+    files = {"a/b/c": b"x", "a/d": b"", "e": b"y" * (PAGE + 1)}
+    code = (
+        "import json, os\n"
+        "s = os.statvfs('/sandbox')\n"
+        "print(json.dumps([s.f_bsize, s.f_blocks - s.f_bfree, s.f_files, s.f_files - s.f_ffree]))\n"
+    )
+    result = run_python(code, files=files)
+    assert result.status is Status.OK, describe(result)
+    block, used, inodes, inodes_used = json.loads(result.stdout)
+    assert block == PAGE
+    assert used * block == tmpfs_footprint(files, PAGE) == 3 * PAGE
+    assert inodes_used == tmpfs_inodes(files)
+    assert inodes == os.sysconf("SC_PHYS_PAGES") // 2
+
+
+def test_small_files_that_fit_in_bytes_but_not_in_pages_are_refused_up_front() -> None:
+    """17,000 one-byte files are 17,000 bytes, far below the default 64 MiB, but the tmpfs
+    gives each a page: the init ran out of space while unpacking them (exit 127)."""
+    files = {f"f{i}": b"x" for i in range(17_000)}
+    footprint = 17_000 * PAGE
+    assert footprint > Limits().disk
+    with pytest.raises(ValueError, match=rf"files: 17000 files of 17000 bytes take {footprint} "):
+        run_python("pass", files=files)
+
+
+def test_files_that_exactly_fill_the_tmpfs_are_all_there() -> None:
+    """Half the pages are one-byte files, half go to files one byte past a page: the
+    footprint is exactly ``Limits.disk``, and one more byte is refused."""
+    disk = 256 * PAGE
+    files = {f"small/{i}": bytes([i % 256]) for i in range(128)}
+    files.update({f"big/{i}": bytes([i]) * (PAGE + 1) for i in range(64)})
+    assert tmpfs_footprint(files, PAGE) == disk
+    code = (
+        "import os\n"
+        "names = [f'{d}/{n}' for d in ('small', 'big') for n in os.listdir(d)]\n"
+        "print(len(names), sum(os.path.getsize(n) for n in names))\n"
+    )
+    limits = Limits(disk=disk)
+    result = run_python(code, files=files, limits=limits)
+    assert result.status is Status.OK, describe(result)
+    assert result.stdout == f"192 {128 + 64 * (PAGE + 1)}\n".encode()
+    assert result.files == files
+    with pytest.raises(ValueError, match=rf"take {disk + PAGE} bytes .*Limits\.disk \({disk}\)"):
+        run_python(code, files={**files, "one-more": b"x"}, limits=limits)
+
+
+def test_more_files_than_the_tmpfs_has_inodes_are_refused_up_front(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A host with little RAM has a few hundred thousand tmpfs inodes; faked small here,
+    since making millions of files would take minutes."""
+    monkeypatch.setattr(pysandbox._files, "_default_tmpfs_inodes", lambda: 5)
+    check_fits_tmpfs({"a/b": b"", "c": b""}, 1)  # 2 files, 1 directory, root, code
+    with pytest.raises(ValueError, match=r"files: 3 files and their directories take 6 inodes"):
+        check_fits_tmpfs({"a/b": b"", "c": b"", "d": b""}, 1)
