@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/bench_run.py [--quick]
 
-Six commands are measured in the same run, interleaved call by call (the order rotates
+Eight commands are measured in the same run, interleaved call by call (the order rotates
 every round, so no command always runs first or right after another):
 
 * ``pysandbox.run(["/bin/true"])``;
@@ -16,7 +16,9 @@ every round, so no command always runs first or right after another):
 * ``pysandbox.run_python("pass")``, and its bwrap command line from ``/bin/sh`` in the
   same way (the code comes from a file on fd 3 instead of a memfd);
 * ``subprocess.run([sys.executable, "-c", "pass"])``: the same interpreter with no
-  sandbox at all.
+  sandbox at all;
+* ``pysandbox.eval_in_sandbox("print(1)")``, and ``bwrap`` with the same sandbox options
+  running ``python -I -c pass`` from ``/bin/sh`` (no init, no cgroup, no Python layer).
 
 Every call is checked (status OK, exit code 0, no output), so a sandbox that fails
 cannot look fast; before timing, the shell variants are run once with their fds sent to
@@ -47,6 +49,7 @@ from pysandbox import Limits, Result, Status, _bwrap, _launch, _run
 SHELL = "/bin/sh"
 TRUE_ARGV = ["/bin/true"]
 PYTHON_CODE = "pass"
+EVAL_CODE = "print(1)"
 #: The floor: the smallest bubblewrap sandbox that can run /usr/bin/true.
 MINIMAL_BWRAP_OPTIONS = [
     "--unshare-all",
@@ -181,6 +184,19 @@ def run_python_argv(limits: Limits) -> list[str]:
     return _launch.command_line(plan)
 
 
+def raw_python_argv(python: str) -> list[str]:
+    """bwrap with the same sandbox options as pysandbox (namespaces, filter, mounts),
+    running ``python -I -c pass`` directly: no init, no cgroup, no Python layer."""
+    return [
+        _bwrap.find_bwrap(),
+        *_bwrap.base_options(python, os.geteuid()),
+        python,
+        "-I",
+        "-c",
+        "pass",
+    ]
+
+
 def shell_argv(script: str, argv: list[str]) -> list[str]:
     return [SHELL, "-c", script, "sh", *argv]
 
@@ -209,6 +225,12 @@ def call_run() -> None:
 
 def call_run_python() -> None:
     check_result("pysandbox.run_python", pysandbox.run_python(PYTHON_CODE))
+
+
+def call_eval() -> None:
+    out = pysandbox.eval_in_sandbox(EVAL_CODE)
+    if out.returncode != 0 or out.stdout != "1" or out.stderr:
+        raise RuntimeError(f"pysandbox.eval_in_sandbox returned {out}")
 
 
 def subprocess_call(argv: list[str], env: dict[str, str] | None) -> Callable[[], None]:
@@ -353,6 +375,14 @@ def run(settings: Settings) -> None:
                 {},
             ),
             ("python", [sys.executable, "-c", PYTHON_CODE], None),
+            (
+                "raw.py",
+                shell_argv(
+                    f'exec "$@" {_bwrap.SECCOMP_FD}<{shlex.quote(seccomp_path)}',
+                    raw_python_argv(_bwrap.find_python()),
+                ),
+                {},
+            ),
         ]
         print_commands(commands)
         calls = {key: subprocess_call(argv, env) for key, argv, env in commands}
@@ -367,6 +397,8 @@ def run(settings: Settings) -> None:
                 "run_python.sh", "  its bwrap argv from sh (run_python.sh)", calls["run_python.sh"]
             ),
             Measure("python", f"  python -c {PYTHON_CODE}, no sandbox (python)", calls["python"]),
+            Measure("eval", f"pysandbox.eval_in_sandbox({EVAL_CODE!r})", call_eval),
+            Measure("raw.py", "  bwrap ... python -I -c pass from sh (raw.py)", calls["raw.py"]),
         ]
         samples = interleaved(measures, settings)
 
@@ -377,6 +409,7 @@ def run(settings: Settings) -> None:
             ("run / bwrap.min (all but the floor)", "run", "bwrap.min"),
             ("run_python / run_python.sh (pysandbox's own cost)", "run_python", "run_python.sh"),
             ("run_python / python (the sandbox's cost for Python)", "run_python", "python"),
+            ("eval / raw.py (issue 7 goal: <= 1.15)", "eval", "raw.py"),
         ],
         [m.key for m in measures],
         samples,
