@@ -175,6 +175,7 @@ def run_argv(limits: Limits) -> list[str]:
         n_pass_fds=1,
         files_in=False,
         code=False,
+        lifeline_fd=None,
     )
 
 
@@ -191,6 +192,7 @@ def run_python_argv(limits: Limits) -> list[str]:
         n_pass_fds=2,
         files_in=False,
         code=True,
+        lifeline_fd=None,
     )
 
 

@@ -13,13 +13,14 @@ import shutil
 import sys
 from collections.abc import Iterable, Sequence
 
-from . import _sandbox
+from . import _lifeline, _sandbox
 from ._errors import SandboxError
 
 __all__ = [
     "CODE_FD",
     "CODE_PATH",
     "INIT_PATH",
+    "LIFELINE_FD",
     "SECCOMP_FD",
     "STATUS_FD",
     "Identity",
@@ -41,10 +42,12 @@ __all__ = [
 
 #: The fds bwrap gets, numbered as the C core maps them: pass_fds[i] becomes fd 3 + i
 #: and the capture pipes come next.  The syscall filter is always the first passed fd;
-#: for eval_in_sandbox the code is the second.
+#: for eval_in_sandbox the code is the second and the lifeline's read end the third
+#: (``_launch.launch`` passes them in this order).
 SECCOMP_FD = 3
 CODE_FD = 4
-STATUS_FD = 5
+LIFELINE_FD = 5
+STATUS_FD = 6
 #: Where the sandboxed code lives (read-only), as in the reference implementation.
 CODE_DIR = "/home"
 CODE_PATH = "/home/code.py"
@@ -282,9 +285,14 @@ def base_options(python: str, euid: int) -> tuple[str, ...]:
     return tuple(options)
 
 
-def init_prefix(identity: Identity | None) -> list[str]:
-    """The start of the command: the init, told which identity to drop to."""
-    return [INIT_PATH, *(identity.init_options() if identity else [])]
+def init_prefix(identity: Identity | None, *, lifeline_fd: int | None) -> list[str]:
+    """The start of the command: the init, told which identity to drop to and where its
+    lifeline is (see ``_lifeline``; None: no lifeline, for a sandbox run from a shell)."""
+    return [
+        INIT_PATH,
+        *(identity.init_options() if identity else []),
+        *(_lifeline.init_options(lifeline_fd) if lifeline_fd is not None else []),
+    ]
 
 
 def eval_argv(bwrap: str, python: str) -> list[str]:
@@ -295,7 +303,8 @@ def eval_argv(bwrap: str, python: str) -> list[str]:
     ``/home`` are read-only.  The code arrives through fd ``CODE_FD`` and is copied into
     the sandbox, so no host file holds it.  bwrap reports on ``STATUS_FD``; its
     ``exit-code`` report comes only from a sandbox it finished building, which tells a
-    setup failure from the code's own exit 1.
+    setup failure from the code's own exit 1.  The init ends the sandbox as soon as
+    the lifeline on ``LIFELINE_FD`` breaks (the caller died).
     """
     options = base_options(python, os.geteuid())
     return [
@@ -318,7 +327,7 @@ def eval_argv(bwrap: str, python: str) -> list[str]:
         CODE_DIR,
         "--remount-ro",
         "/",
-        *init_prefix(sandbox_identity()),
+        *init_prefix(sandbox_identity(), lifeline_fd=LIFELINE_FD),
         "--",
         python,
         "-u",

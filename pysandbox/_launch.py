@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from . import _sandbox
 from ._bwrap import seccomp_program
 from ._errors import SandboxError
+from ._lifeline import lifeline
 
 __all__ = [
     "REPORT_CAP",
@@ -138,8 +139,8 @@ def launch(
 ) -> Ran:
     """Run ``argv`` (a bwrap command line from ``_bwrap``) and return the C core's facts.
 
-    The filter is served on ``SECCOMP_FD``, ``code`` on ``CODE_FD``; bwrap's status
-    goes to ``STATUS_FD``.  Raises
+    The filter is served on ``SECCOMP_FD``, ``code`` on ``CODE_FD``, the read end of a
+    fresh lifeline on ``LIFELINE_FD``; bwrap's status goes to ``STATUS_FD``.  Raises
     ``SandboxError`` when bwrap cannot be started or cannot build the sandbox, or when
     the exit status is lost and bwrap did not report it either; an
     exception from ``on_stdout`` or a ``KeyboardInterrupt`` propagates after the sandbox
@@ -153,21 +154,23 @@ def launch(
         os.close(code_fd)
         raise
     try:
-        raw = _sandbox.run(
-            argv,
-            [],
-            rlimits=[*rlimits, (resource.RLIMIT_CORE, 0, 0)],
-            cgroup_procs=cgroup_procs,
-            pass_fds=[seccomp_fd, code_fd],
-            captures=[REPORT_CAP],
-            stdin=stdin,
-            on_stdout=on_stdout,
-            stdout_cap=stdout_cap,
-            stderr_cap=stderr_cap,
-            kill_on_cap=kill_on_cap,
-            timeout=timeout,
-            text=text,
-        )
+        # LIFELINE: its write end stays here until the C core has returned.
+        with lifeline() as (lifeline_read, _lifeline_write):
+            raw = _sandbox.run(
+                argv,
+                [],
+                rlimits=[*rlimits, (resource.RLIMIT_CORE, 0, 0)],
+                cgroup_procs=cgroup_procs,
+                pass_fds=[seccomp_fd, code_fd, lifeline_read],
+                captures=[REPORT_CAP],
+                stdin=stdin,
+                on_stdout=on_stdout,
+                stdout_cap=stdout_cap,
+                stderr_cap=stderr_cap,
+                kill_on_cap=kill_on_cap,
+                timeout=timeout,
+                text=text,
+            )
     except OSError as exc:
         raise spawn_failure(exc) from exc
     finally:

@@ -15,6 +15,7 @@ from ._confine import Confinement, confine
 from ._errors import SandboxError
 from ._files import decode_files, encode_files
 from ._launch import REPORT_CAP, bwrap_report, setup_failure, spawn_failure, write_memfd
+from ._lifeline import lifeline
 from ._limits import Limits
 from ._types import Result
 
@@ -158,10 +159,13 @@ def _sandbox_argv(
     n_pass_fds: int,
     files_in: bool,
     code: bool,
+    lifeline_fd: int | None,
 ) -> list[str]:
     """The bwrap command line: the sandbox of ``base_options`` plus a writable working
     directory, the extra read-only paths, and the init supervising ``program``.  The
-    passed fds are the syscall filter (3), then the input files and the code if any."""
+    passed fds are the syscall filter (3), then the input files and the code if any,
+    then the lifeline's read end (``lifeline_fd``; None: none, for the shell variant of
+    the benchmark)."""
     options = _bwrap.base_options(python, os.geteuid())
     status_fd = 3 + n_pass_fds
     report_fd, files_out_fd = status_fd + 1, status_fd + 2
@@ -180,7 +184,7 @@ def _sandbox_argv(
         WORKDIR,
         "--remount-ro",
         "/",
-        *_bwrap.init_prefix(_bwrap.sandbox_identity()),
+        *_bwrap.init_prefix(_bwrap.sandbox_identity(), lifeline_fd=lifeline_fd),
     ]
     argv += ["--report-fd", str(report_fd), "--files-out-fd", str(files_out_fd)]
     argv += ["--files-dir", WORKDIR, "--files-max", str(limits.files_out)]
@@ -223,22 +227,26 @@ def _execute(
         for data in (_bwrap.seccomp_program(), files_stream, code):
             if data is not None:
                 fds.append(write_memfd(data))
+        # LIFELINE: its read end is passed last, so it is fd 3 + len(fds) inside.
         argv = _sandbox_argv(
             program,
             python=python,
             limits=limits,
             readable=paths,
             env_options=env_options,
-            n_pass_fds=len(fds),
+            n_pass_fds=len(fds) + 1,
             files_in=files_stream is not None,
             code=code is not None,
+            lifeline_fd=3 + len(fds),
         )
         with confine(
             processes=limits.processes,
             memory_total=limits.memory + limits.disk,
             rlimits=limits.rlimits(),
         ) as confinement:
-            raw = _spawn(argv, fds, limits, initial, on_stdout, cancel, confinement)
+            with lifeline() as (lifeline_read, _lifeline_write):
+                pass_fds = [*fds, lifeline_read]
+                raw = _spawn(argv, pass_fds, limits, initial, on_stdout, cancel, confinement)
             usage = confinement.usage()
     finally:
         for fd in fds:
