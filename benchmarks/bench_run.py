@@ -168,10 +168,17 @@ def shell_command(argv: list[str], files: dict[str, str]) -> ShellCommand:
     return ShellCommand(argv, inputs, outputs)
 
 
+def without_lifeline(argv: list[str]) -> list[str]:
+    """``argv`` without the init's ``--lifeline-fd N``: from the shell nobody holds the
+    pipe's write end (the init would end the sandbox at once)."""
+    at = argv.index("--lifeline-fd")
+    return argv[:at] + argv[at + 2 :]
+
+
 def run_argv(limits: Limits) -> list[str]:
-    """What ``pysandbox.run(TRUE_ARGV)`` hands to the C core."""
+    """What ``pysandbox.run(TRUE_ARGV)`` hands to the C core, without the lifeline."""
     plan, _ = _run.build_plan(list(TRUE_ARGV), limits=limits)
-    return _launch.command_line(plan)
+    return without_lifeline(_launch.command_line(plan))
 
 
 def run_python_argv(limits: Limits) -> list[str]:
@@ -181,7 +188,7 @@ def run_python_argv(limits: Limits) -> list[str]:
     plan, _ = _run.build_plan(
         [python, "-u", _bwrap.MAIN_PATH], limits=limits, code=PYTHON_CODE.encode()
     )
-    return _launch.command_line(plan)
+    return without_lifeline(_launch.command_line(plan))
 
 
 def raw_python_argv(python: str) -> list[str]:

@@ -13,7 +13,8 @@ rlimit counts tmpfs pages).  A control group counts the whole sandbox, and only 
   at the same size (so a v1 group may hold twice the limit: memory plus sockets).
   Past it a TCP send waits (``EAGAIN`` when non-blocking) and a datagram is dropped.
 
-``SandboxCgroup`` makes a fresh group (``pysandbox-<pid>-<counter>-<random>``) under a
+``SandboxCgroup`` makes a fresh group (``pysandbox-<pid>-<pidns>-<counter>-<random>``:
+the creator's pid and pid namespace, see ``_sweep_dead_callers``) under a
 shared parent group ``pysandbox`` at the root of each hierarchy it needs, sets the
 limits, and hands out write-only descriptors of the group's ``cgroup.procs`` files.  The
 spawn child writes ``b"0"`` into each of them before it executes bwrap, so every process
@@ -51,6 +52,7 @@ import dataclasses
 import errno
 import itertools
 import os
+import re
 import secrets
 import signal
 import stat
@@ -464,11 +466,77 @@ def _sweep_leftovers() -> None:
             _leftovers.extend(kept)
 
 
+#: A group's name: the creator's pid, its pid namespace, a counter and a random part.
+_GROUP_NAME = re.compile(r"pysandbox-([1-9][0-9]{0,8})-([0-9]+)-[0-9]+-[0-9a-f]+")
+
+
+def _pid_namespace() -> int:
+    """The inode number of this process's pid namespace (0 when /proc cannot tell)."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process (a zombie included) has this pid in our pid namespace."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # EPERM: it exists, and is another user's
+    return True
+
+
+def _sweep_dead_callers() -> None:
+    """Kill and remove the groups of callers that died without removing them (``kill -9``
+    skips every clean-up): a group whose creator's pid is in this process's pid namespace
+    and no longer alive.  Its processes should be gone already (the lifeline ends a
+    sandbox whose caller died): whatever is left is killed first, by ``_teardown``.
+
+    Groups of live callers are never touched, nor those of other pid namespaces, whose
+    pids mean nothing here.  A pid that was reused keeps a dead caller's group until that
+    process exits too.  Never raises."""
+    namespace = _pid_namespace()
+    if not namespace:
+        return
+    dead: dict[str, list[_Node]] = {}
+    for hierarchy in set(_discover().values()):
+        try:
+            parent_fd = _open_parent(hierarchy, frozenset(), create=False)
+        except (OSError, SandboxError):
+            continue
+        try:
+            names = os.listdir(parent_fd)
+        except OSError:
+            names = []
+        for name in names:
+            match = _GROUP_NAME.fullmatch(name)
+            if match is None or int(match[2]) != namespace or _alive(int(match[1])):
+                continue
+            node = _Node(hierarchy, frozenset())
+            node.name = name
+            try:
+                node.parent_fd = os.dup(parent_fd)
+                node.fd = _open_dir(name, hierarchy.dev, dir_fd=parent_fd)
+            except OSError:
+                node.close()
+                continue
+            dead.setdefault(name, []).append(node)
+        os.close(parent_fd)
+    for nodes in dead.values():
+        leftover = SandboxCgroup(processes=None, memory=None)
+        leftover._state = "entered"
+        leftover._nodes = nodes
+        leftover._teardown()
+
+
 class SandboxCgroup:
     """One sandbox's control group: a cap on its processes and threads and on its memory.
 
     Use it as a context manager.  ``__enter__`` creates a fresh group
-    (``pysandbox-<pid>-<counter>-<random>``) under the parent group ``pysandbox`` in each
+    (``pysandbox-<pid>-<pidns>-<counter>-<random>``) under the parent group ``pysandbox`` in each
     hierarchy it needs, sets ``pids.max`` to ``processes`` and the memory limit to
     ``memory`` (v1: ``memory.limit_in_bytes``, ``memory.memsw.limit_in_bytes`` when
     swap is accounted, so swap does not extend it, and ``memory.kmem.tcp.limit_in_bytes``
@@ -607,7 +675,9 @@ class SandboxCgroup:
         if not needed:
             return
         _sweep_leftovers()
-        name = f"pysandbox-{os.getpid()}-{next(_counter)}-{secrets.token_hex(4)}"
+        _sweep_dead_callers()
+        owner = f"{os.getpid()}-{_pid_namespace()}"
+        name = f"{PARENT}-{owner}-{next(_counter)}-{secrets.token_hex(4)}"
         # The limits first (their failures are the ones to report), cpuacct last.
         order = sorted(needed, key=lambda h: (needed[h] == {_CPUACCT}, h.mountpoint))
         for hierarchy in order:

@@ -3,8 +3,9 @@
 This module is the only caller of ``_sandbox.run``.  It owns what every sandbox gets,
 whichever API asked for it, so that a safety default is added here once:
 
-* the fd layout inside bwrap (``FdLayout``): the syscall filter, the API's payloads,
-  bwrap's status pipe, the init's report pipe, the API's own captures;
+* the fd layout inside bwrap (``FdLayout``): the syscall filter, the lifeline (the
+  sandbox ends when this process does, see ``_lifeline``), the API's payloads, bwrap's
+  status pipe, the init's report pipe, the API's own captures;
 * the bwrap command line around the API's part: the cached base options (namespaces,
   filter, read-only system, ``/proc``, devices, the init), bwrap's status report, the
   read-only root, the init with its identity and its report;
@@ -34,6 +35,8 @@ from . import _bwrap, _sandbox
 from ._cgroup import CgroupUsage
 from ._confine import confine
 from ._errors import Cancelled, SandboxError
+from ._lifeline import init_options as lifeline_options
+from ._lifeline import lifeline
 
 __all__ = [
     "ALWAYS_RLIMITS",
@@ -53,8 +56,10 @@ __all__ = [
 REPORT_CAP = 64 * 1024
 #: The init's report is one short line.
 INIT_REPORT_CAP = 4096
-#: The syscall filter is always the first passed fd (``_bwrap.base_options`` names it).
-FIRST_PAYLOAD_FD = _bwrap.SECCOMP_FD + 1
+#: The syscall filter is always the first passed fd (``_bwrap.base_options`` names it),
+#: the read end of the lifeline (``_lifeline``) the second; the payloads follow.
+LIFELINE_FD = _bwrap.SECCOMP_FD + 1
+FIRST_PAYLOAD_FD = LIFELINE_FD + 1
 
 #: Set on every sandbox whatever the API: a crash inside must not hand its memory to
 #: the host's core-dump handler (``kernel.core_pattern`` may pipe it to a host program).
@@ -88,8 +93,9 @@ class CancelEvent(Protocol):
 @dataclasses.dataclass(frozen=True)
 class FdLayout:
     """The fd numbers inside bwrap, as the C core maps them: ``pass_fds[i]`` becomes
-    ``3 + i`` (the syscall filter first, then the payloads), and the capture pipes follow
-    (bwrap's status, the init's report, then the API's own captures)."""
+    ``3 + i`` (the syscall filter first, the lifeline's read end, then the payloads), and
+    the capture pipes follow (bwrap's status, the init's report, then the API's own
+    captures)."""
 
     #: The fds of the API's payloads (code, input files), in the order given.
     payloads: tuple[int, ...]
@@ -276,16 +282,22 @@ def _write_memfd(data: bytes) -> int:
 
 
 @contextlib.contextmanager
-def _memfds(payloads: Sequence[bytes]) -> Iterator[list[int]]:
-    """The syscall filter, then each payload, in memfds closed on exit."""
+def _pass_fds(payloads: Sequence[bytes]) -> Iterator[list[int]]:
+    """The fds for the C core's ``pass_fds``, closed on exit: the syscall filter in a
+    memfd, the read end of a fresh lifeline (whose write end stays in this process until
+    the block ends, after the sandbox is gone), then each payload in a memfd."""
     fds: list[int] = []
-    try:
-        for data in (_bwrap.seccomp_program(), *payloads):
-            fds.append(_write_memfd(data))
-        yield fds
-    finally:
-        for fd in fds:
-            os.close(fd)
+    with lifeline() as (lifeline_read, _lifeline_write):
+        try:
+            fds.append(_write_memfd(_bwrap.seccomp_program()))
+            fds.append(lifeline_read)
+            for data in payloads:
+                fds.append(_write_memfd(data))
+            yield fds
+        finally:
+            for fd in fds:
+                if fd != lifeline_read:
+                    os.close(fd)
 
 
 def command_line(plan: Plan) -> list[str]:
@@ -300,6 +312,7 @@ def command_line(plan: Plan) -> list[str]:
         "--remount-ro",
         "/",
         *_bwrap.init_prefix(_bwrap.sandbox_identity()),
+        *lifeline_options(LIFELINE_FD),
         "--report-fd",
         str(layout.report),
         *plan.init_options,
@@ -323,7 +336,7 @@ def launch(plan: Plan) -> Facts:
         raise ValueError("the plan's payloads and captures do not match its fd layout")
     argv = command_line(plan)
     with (
-        _memfds(plan.payloads) as pass_fds,
+        _pass_fds(plan.payloads) as pass_fds,
         confine(
             processes=plan.processes, memory_total=plan.memory_total, rlimits=plan.rlimits
         ) as confinement,

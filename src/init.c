@@ -3,13 +3,20 @@
  * sandbox.  A standalone executable (not part of the extension module), run
  * as:
  *
- *   _init [--drop UID:GID] [--report-fd N] [--files-in-fd N]
- *         [--files-out-fd N] [--files-dir DIR] [--files-max BYTES]
- *         [--skip NAME] -- PROGRAM ARGS...
+ *   _init [--drop UID:GID] [--lifeline-fd N] [--report-fd N]
+ *         [--files-in-fd N] [--files-out-fd N] [--files-dir DIR]
+ *         [--files-max BYTES] [--skip NAME] -- PROGRAM ARGS...
  *
  * --drop     become UID:GID with no supplementary groups, empty capability
  *            sets and bounding set (a root caller's sandbox, which bwrap runs
  *            without a user namespace so that its root is not host root);
+ * --lifeline-fd  the read end of a pipe whose only write end the caller
+ *            holds: EOF there means the caller died (kill -9, OOM killer,
+ *            os._exit...), and the init then kills every process of the
+ *            sandbox and exits at once.  A parent-death signal cannot do
+ *            this: it is checked against the credentials of the dying
+ *            parent (bwrap, uid 0 without capabilities, or another user
+ *            namespace), which may not signal the sandbox's uid;
  * then       unpack the input files from --files-in-fd into DIR, run PROGRAM
  *            as a child, and when it exits kill whatever it left running,
  *            report the raw wait status and the CPU and memory the whole tree
@@ -38,9 +45,11 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -54,6 +63,7 @@ struct options {
     int drop;
     uid_t uid;
     gid_t gid;
+    int lifeline_fd;
     int report_fd;
     int files_in_fd;
     int files_out_fd;
@@ -90,7 +100,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
 {
     int i;
     memset(opt, 0, sizeof *opt);
-    opt->report_fd = opt->files_in_fd = opt->files_out_fd = -1;
+    opt->lifeline_fd = opt->report_fd = opt->files_in_fd = opt->files_out_fd = -1;
     for (i = 1; i < argc; i++) {
         const char *arg = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(arg, "--") == 0) {
@@ -111,6 +121,8 @@ static void parse_options(int argc, char **argv, struct options *opt)
             opt->drop = 1;
             opt->uid = (uid_t)uid;
             opt->gid = (gid_t)gid;
+        } else if (strcmp(arg, "--lifeline-fd") == 0) {
+            opt->lifeline_fd = parse_fd(value);
         } else if (strcmp(arg, "--report-fd") == 0) {
             opt->report_fd = parse_fd(value);
         } else if (strcmp(arg, "--files-in-fd") == 0) {
@@ -156,7 +168,9 @@ static void drop_privileges(const struct options *opt)
         die("clearing capabilities", NULL);
     if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
         die("clearing ambient capabilities", NULL);
-    /* The change of credentials cleared bwrap's --die-with-parent: arm it again. */
+    /* The change of credentials cleared bwrap's --die-with-parent: arm it again.
+     * Only a backstop: bwrap, uid 0 without capabilities, may not signal this
+     * uid, so the kernel drops it; --lifeline-fd is what ends the sandbox. */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
         die("setting the parent-death signal", NULL);
 }
@@ -374,32 +388,126 @@ static void collect_files(const struct options *opt)
 }
 
 /*
+ * caller_gone: whether the lifeline shows the caller's death, given what
+ * poll found on it (revents).  The caller holds the only write end and never
+ * writes: a hang-up, or a read that returns 0 (EOF), means every write end
+ * is closed, so the caller has exited.  A byte that arrives anyway is read
+ * and dropped (the read cannot block: poll reported data).  Never true
+ * without a lifeline (fd -1).
+ */
+static int caller_gone(int lifeline_fd, short revents)
+{
+    char sink[64];
+    ssize_t n;
+    if (lifeline_fd < 0 || revents == 0)
+        return 0;
+    if (revents & (POLLHUP | POLLERR | POLLNVAL))
+        return 1;
+    do {
+        n = read(lifeline_fd, sink, sizeof sink);
+    } while (n < 0 && errno == EINTR);
+    return n == 0;
+}
+
+/* caller_gone_now: caller_gone for the lifeline's state at this instant. */
+static int caller_gone_now(int lifeline_fd)
+{
+    struct pollfd lifeline = {lifeline_fd, POLLIN, 0};
+    if (lifeline_fd < 0)
+        return 0;
+    while (poll(&lifeline, 1, 0) < 0) {
+        if (errno != EINTR)
+            die("polling the lifeline", NULL);
+    }
+    return caller_gone(lifeline_fd, lifeline.revents);
+}
+
+/*
+ * abandon: the caller is gone and nobody will read a report: kill every
+ * other process of the sandbox and exit now.  The init is pid 1 of the
+ * sandbox's pid namespace, so its exit also makes the kernel end and reap
+ * whatever the kill(-1) missed before the init itself can be reaped.
+ */
+static void abandon(void)
+{
+    kill(-1, SIGKILL);
+    _exit(128 + SIGKILL);
+}
+
+/*
+ * wait_for_program: reap children until `program` exits and return its raw
+ * wait status; orphans reparented to the init are reaped on the way.
+ * SIGCHLD is blocked and delivered on sig_fd (a non-blocking signalfd), so
+ * the init sleeps in poll until a child changes state or the lifeline
+ * reports the caller's death, which abandons the sandbox at once.  Each
+ * wake-up drains sig_fd and then reaps with WNOHANG until nothing is left:
+ * a SIGCHLD that arrives after the drain wakes the next poll.
+ */
+static int wait_for_program(pid_t program, int sig_fd, int lifeline_fd)
+{
+    struct pollfd fds[2] = {{sig_fd, POLLIN, 0}, {lifeline_fd, POLLIN, 0}};
+    struct signalfd_siginfo info;
+    int status;
+    pid_t pid;
+    for (;;) {
+        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+            if (pid == program)
+                return status;
+        }
+        if (pid < 0 && errno != EINTR)
+            die("waiting for the program", NULL);
+        if (poll(fds, lifeline_fd >= 0 ? 2 : 1, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            die("waiting for the program", NULL);
+        }
+        if (caller_gone(lifeline_fd, fds[1].revents))
+            abandon();
+        while (read(sig_fd, &info, sizeof info) > 0)
+            ;
+    }
+}
+
+/*
  * supervise: run the program as a child; when it ends, end everything it
  * left behind, and report.  Returns the exit code init should exit with.
+ * Abandons the sandbox (never returns) as soon as the lifeline shows that
+ * the caller died, also before the program is started.
  */
 static int supervise(const struct options *opt)
 {
     struct rusage usage;
-    pid_t program, pid;
-    int status = 0, program_status = 0, code;
+    sigset_t child_signal, saved_mask;
+    pid_t program;
+    int status = 0, program_status = 0, code, sig_fd;
 
     if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0)
         die("becoming a subreaper", NULL);
     /* Not dumpable, before the program exists: the program, same uid, cannot
-     * open this one's /proc/1/mem or fds.  exec makes the program dumpable. */
+     * open this one's /proc/1/mem or fds (nor reopen the lifeline for writing
+     * through /proc/1/fd, which would keep it from ever reaching EOF).  exec
+     * makes the program dumpable. */
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    /* Blocked before the fork, so no exit can slip between reaping and poll. */
+    sigemptyset(&child_signal);
+    sigaddset(&child_signal, SIGCHLD);
+    if (sigprocmask(SIG_BLOCK, &child_signal, &saved_mask) != 0)
+        die("blocking SIGCHLD", NULL);
+    sig_fd = signalfd(-1, &child_signal, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (sig_fd < 0)
+        die("signalfd", NULL);
+    if (caller_gone_now(opt->lifeline_fd))
+        abandon();
     program = fork();
     if (program < 0)
         die("fork", NULL);
     if (program == 0) {
+        sigprocmask(SIG_SETMASK, &saved_mask, NULL);
         execvp(opt->program[0], opt->program);
         die("cannot execute", opt->program[0]);
     }
-    while ((pid = waitpid(-1, &status, 0)) != program) {
-        if (pid < 0 && errno != EINTR)
-            die("waiting for the program", NULL);
-    }
-    program_status = status;
+    program_status = wait_for_program(program, sig_fd, opt->lifeline_fd);
+    close(sig_fd);
     /* Whatever it left running (daemons, background jobs) ends with it. */
     kill(-1, SIGKILL);
     while (waitpid(-1, &status, 0) > 0 || errno == EINTR)
@@ -427,6 +535,10 @@ int main(int argc, char **argv)
 {
     struct options opt;
     parse_options(argc, argv, &opt);
+    /* Close-on-exec at once, so that the program never holds the lifeline;
+     * and a number that is not an open fd is refused. */
+    if (opt.lifeline_fd >= 0 && fcntl(opt.lifeline_fd, F_SETFD, FD_CLOEXEC) != 0)
+        die("bad --lifeline-fd", NULL);
     if (opt.drop)
         drop_privileges(&opt);
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)

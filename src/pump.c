@@ -24,6 +24,10 @@
 #define READS_PER_WAKE 16
 /* After a kill, how long to wait for the sandbox's last writers to vanish. */
 #define KILL_GRACE_SEC 0.5
+/* After killing the sandbox's init, how long to wait for bwrap to exit by
+ * itself before killing bwrap too, and how often to repeat the kill. */
+#define KILL_WAIT_SEC 2.0
+#define KILL_SLICE_SEC 0.02
 
 /*
  * sbx_monotonic: seconds on CLOCK_MONOTONIC.  Any thread, no GIL needed,
@@ -146,28 +150,97 @@ static int child_has_exited(pid_t pid)
 }
 
 /*
- * kill_and_reap: SIGKILL the sandbox and reap bwrap.  No-op once reaped.
- * The init of the sandbox's pid namespace (bwrap's child) is killed first,
- * which ends every process of the namespace: bwrap's --die-with-parent would
- * do it too, but a change of credentials inside clears that death signal.
- * bwrap itself is signalled only through the pidfd when there is one, so a
- * child the host already auto-reaped is never confused with a recycled pid;
- * without a pidfd, only while the pid is still our unreaped child.  Returns
- * what reap returns.  No GIL needed.
+ * child_is_ours: whether child->pid is certainly still our unreaped child,
+ * so that its /proc entries and pid name bwrap and nothing else.  With a
+ * pidfd, signal 0 through it (a pidfd never names a recycled pid: ESRCH
+ * means it was reaped, by the host's auto-reaping); without one, or on a
+ * kernel without pidfd_send_signal, only while waitid shows it has not
+ * exited.
+ */
+static int child_is_ours(const struct sbx_child *child)
+{
+    if (child->pidfd >= 0) {
+        if (syscall(SYS_pidfd_send_signal, child->pidfd, 0, NULL, 0) == 0 || errno == EPERM)
+            return 1;
+        if (errno != ENOSYS)
+            return 0;
+    }
+    return !child_has_exited(child->pid);
+}
+
+/*
+ * wait_for_exit: wait up to `seconds` for the child to exit, without
+ * reaping it.  Returns 1 once it has exited (or is gone), 0 at the timeout.
+ * Polls the pidfd; without one, checks waitid every few milliseconds.
+ */
+static int wait_for_exit(const struct sbx_child *child, double seconds)
+{
+    double until = sbx_monotonic() + seconds;
+    for (;;) {
+        double left = until - sbx_monotonic();
+        if (child->pidfd >= 0) {
+            struct pollfd pidfd = {child->pidfd, POLLIN, 0};
+            int n = poll(&pidfd, 1, left > 0 ? (int)(left * 1000.0) + 1 : 0);
+            if (n > 0)
+                return 1;
+            if (n < 0 && errno != EINTR)
+                return child_has_exited(child->pid);
+        } else {
+            struct timespec pause = {0, 2000000L};
+            if (child_has_exited(child->pid))
+                return 1;
+            if (left > 0)
+                nanosleep(&pause, NULL);
+        }
+        if (left <= 0)
+            return 0;
+    }
+}
+
+/*
+ * kill_and_reap: end the sandbox, wait until bwrap has exited, and reap
+ * bwrap.  No-op once reaped.  Returns what reap returns.  No GIL needed.
+ *
+ * The sandbox's init (bwrap's child, pid 1 of the sandbox's pid namespace)
+ * is killed, not bwrap: bwrap's monitor then reaps the init and exits by
+ * itself.  The kernel ends every process of the namespace, and waits for
+ * them to be reaped, before the init can be reaped; so once bwrap has
+ * exited, nothing of the sandbox is left, not even a zombie, and this
+ * returns only then.  Killing bwrap first would orphan the init, which
+ * would then die (or linger as a zombie) under the host's pid 1 after the
+ * call returned.  The kill is repeated every KILL_SLICE_SEC, since the init
+ * may not exist yet when the sandbox is killed early (bwrap still building
+ * it).  Only if bwrap has not exited after KILL_WAIT_SEC is it SIGKILLed
+ * itself, as a last resort.
+ *
+ * bwrap's children are read from /proc and pinned with pidfds by
+ * sbx_kill_children, and only while bwrap is certainly ours (child_is_ours):
+ * after an auto-reap its pid may be another's.  bwrap itself is signalled
+ * through its pidfd when there is one; without, only while it is our
+ * unreaped child.
  */
 static int kill_and_reap(struct sbx_child *child, int *wait_status, struct rusage *usage)
 {
+    double until;
     if (child->pid < 0)
         return 0;
-    /* Only while bwrap is certainly ours: after an auto-reap its pid may be another's. */
-    if (child->pidfd >= 0 ? syscall(SYS_pidfd_send_signal, child->pidfd, 0, NULL, 0) == 0
-                          : !child_has_exited(child->pid))
+    until = sbx_monotonic() + KILL_WAIT_SEC;
+    for (;;) {
+        if (!child_is_ours(child))
+            break;
         sbx_kill_children(child->pid);
-    if (child->pidfd >= 0) {
-        if (syscall(SYS_pidfd_send_signal, child->pidfd, SIGKILL, NULL, 0) != 0 && errno == ENOSYS)
-            kill(child->pid, SIGKILL);
-    } else if (!child_has_exited(child->pid)) {
-        kill(child->pid, SIGKILL);
+        if (wait_for_exit(child, KILL_SLICE_SEC))
+            break;
+        if (sbx_monotonic() >= until) {
+            if (child->pidfd >= 0) {
+                if (syscall(SYS_pidfd_send_signal, child->pidfd, SIGKILL, NULL, 0) != 0 &&
+                    errno == ENOSYS)
+                    kill(child->pid, SIGKILL);
+            } else if (!child_has_exited(child->pid)) {
+                kill(child->pid, SIGKILL);
+            }
+            break;
+        }
     }
     return reap(child, wait_status, usage);
 }

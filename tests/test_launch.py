@@ -43,10 +43,10 @@ def test_only_the_launch_module_calls_the_c_core() -> None:
 
 def test_fd_layout_numbers_payloads_then_captures() -> None:
     layout = FdLayout.of(payloads=2, captures=1)
-    # 3 is the syscall filter; the payloads follow, then bwrap's status, the init's
-    # report and the API's own capture pipes.
-    assert layout == FdLayout(payloads=(4, 5), status=6, report=7, captures=(8,))
-    assert FdLayout.of() == FdLayout(payloads=(), status=4, report=5, captures=())
+    # 3 is the syscall filter, 4 the lifeline; the payloads follow, then bwrap's status,
+    # the init's report and the API's own capture pipes.
+    assert layout == FdLayout(payloads=(5, 6), status=7, report=8, captures=(9,))
+    assert FdLayout.of() == FdLayout(payloads=(), status=5, report=6, captures=())
 
 
 def test_no_core_dumps_in_either_api() -> None:
