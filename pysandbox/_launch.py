@@ -215,6 +215,36 @@ def bwrap_report(report: bytes) -> dict[str, object]:
             merged.update(document)
 
 
+#: What to do about a program the init could not start, by the errno of the failure.
+_START_FIXES = {
+    errno.ENOENT: "give a path that exists inside the sandbox (see README, What the code "
+    "sees), or bind the program's directory with readable=",
+    errno.EACCES: "the program is not executable inside the sandbox: check its mode",
+    errno.ENOEXEC: "the program is not an executable this kernel can run",
+    errno.ENOSPC: "the input files do not fit in the sandbox's working directory: raise "
+    "Limits.disk",
+    errno.EDQUOT: "the input files do not fit in the sandbox's working directory: raise "
+    "Limits.disk",
+    errno.EAGAIN: "the process cap leaves no room for the program: raise Limits.processes",
+    errno.EMFILE: "the open-files cap leaves no room for the program: raise Limits.open_files",
+    errno.ENOMEM: "the memory limit leaves no room for the program: raise Limits.memory",
+    errno.E2BIG: "the arguments and environment are too large",
+    errno.EFBIG: "an input file is larger than Limits.file_size: raise it",
+}
+
+
+def init_failure(report: bytes) -> SandboxError | None:
+    """The error for the init's ``fail ERRNO WHY`` line (it could not start the
+    program: unpacking the input files, forking, executing), or None."""
+    for line in report.splitlines():
+        fields = line.split(b" ", 2)
+        if len(fields) == 3 and fields[0] == b"fail" and fields[1].isdigit():
+            why = fields[2].decode("utf-8", "replace")
+            fix = _START_FIXES.get(int(fields[1]), "see the cause above")
+            return SandboxError(f"the sandbox could not start the program: {why}; {fix}")
+    return None
+
+
 def parse_init_report(report: bytes) -> InitReport | None:
     """The init's ``exit STATUS USER_US SYSTEM_US MAX_RSS_KB`` line, or None."""
     fields = report.split()
@@ -325,7 +355,8 @@ def launch(plan: Plan) -> Facts:
     """Run ``plan``'s sandbox to its end and return the facts.
 
     Raises ``SandboxError`` when bwrap cannot be started, when it could not build the
-    sandbox (it reports an exit code only for a sandbox it finished building), or when
+    sandbox (it reports an exit code only for a sandbox it finished building), when the
+    init could not start the program (a program that never ran is never blamed), or when
     the exit status was lost and nobody reported it; ``Cancelled`` when ``plan.cancel``
     fired.  An exception from ``plan.on_stdout`` or a ``KeyboardInterrupt`` propagates.
     In every case the sandbox is killed and reaped first.
@@ -365,6 +396,9 @@ def launch(plan: Plan) -> Facts:
         usage = confinement.usage()
     if raw["cancelled"]:
         raise Cancelled("the run was cancelled; the sandbox was killed")
+    failure = init_failure(raw["captures"][1])
+    if failure is not None:
+        raise failure
     facts = Facts(
         raw=raw,
         init=parse_init_report(raw["captures"][1]),

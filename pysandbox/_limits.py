@@ -25,9 +25,9 @@ MIN_PROCESSES = _SANDBOX_PROCESSES + 1
 #: ``_launch.FdLayout`` lays them out (it imports this module, through ``_cgroup``, so a
 #: test checks the two agree): stdin, stdout and stderr; at most four passed fds (the
 #: syscall filter, the lifeline, ``run``'s input files, ``run_python``'s code); and three
-#: capture pipes (bwrap's status, the init's report, ``run``'s output files).  A new descriptor gets the
-#: lowest free number, and RLIMIT_NOFILE refuses a number at or past the limit, so
-#: everything bwrap opens is numbered above these.
+#: capture pipes (bwrap's status, the init's report, ``run``'s output files).  A new
+#: descriptor gets the lowest free number, and RLIMIT_NOFILE refuses a number at or past
+#: the limit, so everything bwrap opens is numbered above these.
 _HANDED_FDS = 3 + 4 + 3
 #: Descriptors bubblewrap holds open at once, besides those, while it builds the sandbox
 #: (``pipe2``, ``eventfd``, ``/proc/PID/ns/...``): measured with bubblewrap 0.8 by

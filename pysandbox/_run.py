@@ -268,7 +268,8 @@ def run(
 
     :param argv: the program and its arguments; ``argv[0]`` is an absolute path inside
         the sandbox or a name looked up on its ``PATH`` (``/usr/local/bin:/usr/bin:/bin``).
-        A program that cannot be executed ends with exit code 127 and says why on stderr.
+        A program the sandbox cannot start (missing, not executable) raises
+        ``SandboxError`` naming the cause, never a result with an exit code.
     :param stdin: None (closed), bytes or str (UTF-8) fed completely, then closed; or a
         callable for interactive programs, called once with ``b""`` and then with each
         chunk of stdout as it arrives (what the pipe delivered: part of a line, or

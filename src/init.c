@@ -73,15 +73,30 @@ struct options {
     char **program;
 };
 
+/* Where die() reports a failure to the caller: --report-fd, once parsed. */
+static int failure_report_fd = -1;
+
 /*
- * die: print why on stderr (the program's stderr: the caller sees it) and
- * exit 127, as a shell does for a command it cannot run.
+ * die: the sandbox could not start the program.  Print why on stderr and,
+ * once the report fd is known, report "fail ERRNO WHY" there, so that the
+ * caller raises an error naming the cause instead of blaming a program that
+ * never ran; exit 127.  Also used by the forked child when exec fails (the
+ * report fd is close-on-exec, so only a failed exec still holds it).
  */
 static void die(const char *what, const char *detail)
 {
-    fprintf(stderr, "pysandbox-init: %s%s%s: %s\n", what, detail ? " " : "", detail ? detail : "",
-            strerror(errno));
-    exit(127);
+    int saved = errno;
+    char why[MAX_NAME + 256];
+    snprintf(why, sizeof why, "%s%s%s: %s", what, detail ? " " : "", detail ? detail : "",
+             strerror(saved));
+    for (char *c = why; *c != '\0'; c++) {
+        if (*c == '\n')
+            *c = ' ';
+    }
+    fprintf(stderr, "pysandbox-init: %s\n", why);
+    if (failure_report_fd >= 0)
+        dprintf(failure_report_fd, "fail %d %s\n", saved, why);
+    _exit(127);
 }
 
 static int parse_fd(const char *text)
@@ -535,6 +550,7 @@ int main(int argc, char **argv)
 {
     struct options opt;
     parse_options(argc, argv, &opt);
+    failure_report_fd = opt.report_fd;
     /* Close-on-exec at once, so that the program never holds the lifeline;
      * and a number that is not an open fd is refused. */
     if (opt.lifeline_fd >= 0 && fcntl(opt.lifeline_fd, F_SETFD, FD_CLOEXEC) != 0)

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import pids_with_marker, survivors, unique_marker
 
-from pysandbox import Limits, Result, Status, run, run_python
+from pysandbox import Limits, Result, SandboxError, Status, run, run_python
 
 MiB = 2**20
 
@@ -667,11 +667,27 @@ def test_program_by_bare_name() -> None:
 
 
 @pytest.mark.parametrize("program", ["/nonexistent", "no-such-program-pysandbox"])
-def test_program_that_cannot_be_executed_is_127(program: str) -> None:
-    result = run([program])
-    assert result.status is Status.NONZERO_EXIT, describe(result)
-    assert (result.returncode, result.signal) == (127, None)
-    assert program.encode() in result.stderr, describe(result)
+def test_program_that_cannot_be_executed_raises_with_the_cause(program: str) -> None:
+    """A program that never ran is not blamed with an exit code: the sandbox could not
+    start it, and the error names the program, the cause and the fix."""
+    with pytest.raises(SandboxError) as caught:
+        run([program])
+    message = str(caught.value)
+    assert "could not start the program" in message
+    assert program in message and "No such file or directory" in message
+    assert "readable=" in message
+
+
+def test_program_that_is_not_executable_raises_with_the_cause() -> None:
+    with pytest.raises(SandboxError, match=r"cannot execute \./script: Permission denied"):
+        run(["./script"], files={"script": b"#!/bin/sh\necho never\n"})
+
+
+def test_input_file_past_the_file_size_limit_raises_with_the_cause() -> None:
+    """The init writes the input files under the program's RLIMIT_FSIZE."""
+    with pytest.raises(SandboxError, match="writing input file big: File too large") as caught:
+        run(["true"], files={"big": b"x" * (2 * MiB)}, limits=Limits(file_size=MiB))
+    assert "Limits.file_size" in str(caught.value)
 
 
 def test_environment_is_path_and_the_callers_extras_only(monkeypatch: pytest.MonkeyPatch) -> None:
