@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import inspect
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -101,6 +102,9 @@ def test_sdist_builds_and_contains_the_sources(tmp_path: Path) -> None:
         "pysandbox/py.typed",
         "tests/conftest.py",
         "setup.py",
+        "LICENSE",
+        "CONTRIBUTING.rst",
+        "scripts/sanitize.sh",
         "pyproject.toml",
         "README.rst",
     ):
@@ -113,13 +117,23 @@ def test_sdist_builds_and_contains_the_sources(tmp_path: Path) -> None:
     assert list(tmp_path.glob("pysandbox-*.whl"))
 
 
-def test_readme_is_valid_restructuredtext() -> None:
+@pytest.mark.parametrize("document", ["README.rst", "CONTRIBUTING.rst"])
+def test_documents_are_valid_restructuredtext(document: str) -> None:
     import docutils.core
 
     docutils.core.publish_doctree(
-        (ROOT / "README.rst").read_text(),
+        (ROOT / document).read_text(),
         settings_overrides={"report_level": 2, "halt_level": 2},
     )
+
+
+def test_contributing_names_every_module() -> None:
+    """The layout table stays true: every source file is named, and nothing else."""
+    text = (ROOT / "CONTRIBUTING.rst").read_text()
+    named = set(re.findall(r"``(\w+\.(?:py|c|h))``", text))
+    sources = {p.name for p in (ROOT / "src").glob("*.[ch]")}
+    modules = {p.name for p in (ROOT / "pysandbox").glob("_*.py")} - {"__init__.py", "__main__.py"}
+    assert sources | modules <= named, sorted((sources | modules) - named)
 
 
 def test_readme_names_the_two_commands_that_ci_runs() -> None:
