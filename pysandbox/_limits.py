@@ -23,12 +23,12 @@ MIN_PROCESSES = _SANDBOX_PROCESSES + 1
 
 #: Descriptors the C core hands to bwrap, numbered from 0 with no gap as
 #: ``_launch.FdLayout`` lays them out (it imports this module, through ``_cgroup``, so a
-#: test checks the two agree): stdin, stdout and stderr; at most three passed fds (the
-#: syscall filter, ``run``'s input files, ``run_python``'s code); and three capture pipes
-#: (bwrap's status, the init's report, ``run``'s output files).  A new descriptor gets the
-#: lowest free number, and RLIMIT_NOFILE refuses a number at or past the limit, so
-#: everything bwrap opens is numbered above these.
-_HANDED_FDS = 3 + 3 + 3
+#: test checks the two agree): stdin, stdout and stderr; at most four passed fds (the
+#: syscall filter, the lifeline, ``run``'s input files, ``run_python``'s code); and three
+#: capture pipes (bwrap's status, the init's report, ``run``'s output files).  A new
+#: descriptor gets the lowest free number, and RLIMIT_NOFILE refuses a number at or past
+#: the limit, so everything bwrap opens is numbered above these.
+_HANDED_FDS = 3 + 4 + 3
 #: Descriptors bubblewrap holds open at once, besides those, while it builds the sandbox
 #: (``pipe2``, ``eventfd``, ``/proc/PID/ns/...``): measured with bubblewrap 0.8 by
 #: lowering RLIMIT_NOFILE until it failed with "Too many open files", as root and as a
@@ -97,7 +97,7 @@ class Limits:
     Every numeric limit must be positive: zero or a negative value is a ``ValueError`` and
     never means "unlimited"; so is NaN, an infinity, or a value above ``2**62``.  So is
     a limit too small to start any program: ``processes`` below ``MIN_PROCESSES`` (3)
-    and ``open_files`` below ``MIN_OPEN_FILES`` (14); the message names the smallest
+    and ``open_files`` below ``MIN_OPEN_FILES`` (15); the message names the smallest
     value that works.  A bool
     or a value of another type is a ``TypeError``.  Both name the field.  The times accept
     an int or a float and are stored as float; the other limits must be ints (an int
@@ -132,7 +132,7 @@ class Limits:
     file_size: int = 16 * 2**20
     #: Open file descriptors per process (``RLIMIT_NOFILE``): one more than the highest
     #: descriptor number a process may open.  bwrap, which builds the sandbox, is held to
-    #: it too: at least ``MIN_OPEN_FILES`` (14).
+    #: it too: at least ``MIN_OPEN_FILES`` (15).
     open_files: int = 256
     #: Bytes of the writable tmpfs that is the working directory ``/sandbox``: every
     #: file the program writes there counts, as do the files given to ``run``, each in
