@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 from conftest import pids_with_marker, unique_marker
 
-from pysandbox import run
+from pysandbox import eval_in_sandbox, run, run_python
 from pysandbox._cgroup import PARENT, _discover
 from pysandbox._cgroup import probe as cgroup_probe
 
@@ -46,13 +46,27 @@ DEATH_BOUND = 1.0
 
 # --------------------------------------------------------------------------- item 1
 
-#: The program of a dying caller's sandbox, run as ``python -c PROGRAM MARKER``: it
-#: starts a child whose command line ends in ``MARKER child`` (what the test waits
-#: for), and both sleep for good.
+#: The program of a dying caller's sandbox, run as ``python -c PROGRAM MARKER``.  It
+#: first tries to keep the lifeline from ever breaking: it reopens for writing every fd
+#: it can reach of its own and of the init (pid 1), which would give it a write end of
+#: the lifeline pipe if it had inherited the read end or could open the init's fds.
+#: Then it starts a child whose command line ends in ``MARKER child`` (what the test
+#: waits for), and both sleep for good.
 CHILD_LOOP = "import time\nwhile True:\n    time.sleep(1)\n"
 PROGRAM = f"""
 import os, sys, time
 marker = sys.argv[-1]
+held = []
+for owner in ("self", "1"):
+    try:
+        names = os.listdir(f"/proc/{{owner}}/fd")
+    except OSError:
+        continue
+    for name in names:
+        try:
+            held.append(os.open(f"/proc/{{owner}}/fd/{{name}}", os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
 if os.fork() == 0:
     os.execv(sys.executable, [sys.executable, "-c", {CHILD_LOOP!r}, marker, "child"])
 print("ready", flush=True)
@@ -256,6 +270,34 @@ def test_sandbox_dies_with_a_non_root_caller(
 ) -> None:
     python, shared = unprivileged_pysandbox
     check_caller_death(api, death, python, shared)
+
+
+#: The program's open fds and what they are, except the listing's own.
+LIST_FDS = """
+import json, os
+links = {}
+for entry in os.listdir("/proc/self/fd"):
+    try:
+        links[entry] = os.readlink("/proc/self/fd/" + entry)
+    except OSError:
+        pass  # the listing's own fd, closed by now
+print(json.dumps(links))
+"""
+
+
+@pytest.mark.parametrize("api", ["eval_in_sandbox", "run", "run_python"])
+def test_the_program_holds_no_lifeline(api: str) -> None:
+    """The init makes the lifeline close-on-exec: a program that held its read end could
+    reopen it for writing through /proc/self/fd (a non-root caller's sandbox has the
+    pipe's uid) and keep it from ever reaching EOF.  The program has stdio only."""
+    if api == "eval_in_sandbox":
+        output = eval_in_sandbox(LIST_FDS).stdout
+    elif api == "run":
+        output = run([sys.executable, "-c", LIST_FDS]).stdout.decode()
+    else:
+        output = run_python(LIST_FDS).stdout.decode()
+    links = json.loads(output)
+    assert sorted(links) == ["0", "1", "2"], links
 
 
 #: A caller that makes a group, puts a sleeping child in it, and waits.
