@@ -21,6 +21,11 @@ spawn child writes ``b"0"`` into each of them before it executes bwrap, so every
 of the sandbox is born inside the group.  Afterwards ``usage()`` tells what happened,
 and leaving the ``with`` block kills what is left and removes the group.
 
+This module holds that lifecycle: create, join, limit, read, kill, remove, the sweeps
+of leftover groups and of dead callers' groups, and the probe.  Two modules serve it:
+``_cgroup_mounts`` finds the hierarchies, and ``_cgroup_files`` names the control files
+of each cgroup version (one table) and reads and writes them.
+
 Where the groups live
     cgroup v2 (one hierarchy, most hosts): ``<cgroup2 mount>/pysandbox/<group>``; the
     controllers are enabled in the ``cgroup.subtree_control`` of the mount's root and
@@ -55,10 +60,21 @@ import os
 import re
 import secrets
 import signal
-import stat
 import threading
 import time
+from collections.abc import Iterable
 
+from ._cgroup_files import (
+    CONTROL_FILES,
+    ControlFiles,
+    LimitFile,
+    open_dir,
+    read_control,
+    read_int,
+    read_keyed,
+    write_control,
+)
+from ._cgroup_mounts import CPUACCT, LIMITED, Hierarchy, discover, missing
 from ._errors import SandboxError
 from ._limits import MAX_LIMIT
 
@@ -67,10 +83,6 @@ __all__ = ["PARENT", "CgroupSupport", "CgroupUsage", "SandboxCgroup", "probe"]
 #: The name of the shared parent group, at the root of each hierarchy.
 PARENT = "pysandbox"
 
-_MOUNTINFO = "/proc/self/mountinfo"
-#: The controllers a group may need, and the one giving the CPU time on cgroup v1.
-_LIMITED = ("pids", "memory")
-_CPUACCT = "cpuacct"
 #: ``pids.max`` accepts at most the kernel's PID_MAX_LIMIT (2**22 on 64-bit): no group
 #: can hold more tasks than that anyway, so a larger cap is written as this one.
 _PID_MAX_LIMIT = 4 * 1024 * 1024
@@ -78,14 +90,6 @@ _PID_MAX_LIMIT = 4 * 1024 * 1024
 #: together stay under one second.
 _KILL_SECONDS = 0.5
 _REMOVE_SECONDS = 0.4
-#: cgroup v1's cap on the socket buffers (TCP and UDP) of a group, and the fix when the
-#: kernel lacks it (``memory.kmem.tcp.*`` is deprecated and will go away).
-_V1_SOCKETS = "memory.kmem.tcp.limit_in_bytes"
-_V1_SOCKETS_FIX = (
-    "this kernel cannot cap socket buffers in a cgroup v1 memory group, so they would "
-    "escape the memory cap: use cgroup v2 (boot with systemd.unified_cgroup_hierarchy=1), "
-    "whose memory.max counts them"
-)
 #: The limits the probe tries on a trial group.
 _TRIAL_PROCESSES = 64
 _TRIAL_MEMORY = 256 * 2**20
@@ -94,7 +98,6 @@ _TRIAL_MEMORY = 256 * 2**20
 #: the probe removes a parent it made, so that the two never interleave in one process.
 _parent_lock = threading.Lock()
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _counter = itertools.count()
 
 #: The fix for a failed cgroup operation, by errno.
@@ -179,181 +182,21 @@ class CgroupUsage:
     cpu_time: float | None
 
 
-@dataclasses.dataclass(frozen=True)
-class _Hierarchy:
-    """One mounted cgroup hierarchy."""
-
-    version: int
-    #: Where it is mounted (decoded from mountinfo) and the device number of that mount.
-    mountpoint: str
-    dev: int
-    #: The controllers it offers (v1: bound to it; v2: listed in its root's
-    #: ``cgroup.controllers``).
-    controllers: frozenset[str]
-
-
-def _unescape(field: str) -> str:
-    """A mountinfo path field with its octal escapes (``\\040`` for a space) decoded."""
-    if "\\" not in field:
-        return field
-    out = bytearray()
-    raw = field.encode("utf-8", "surrogateescape")
-    i = 0
-    while i < len(raw):
-        if raw[i] == 0x5C and raw[i + 1 : i + 4].isdigit() and len(raw[i + 1 : i + 4]) == 3:
-            out.append(int(raw[i + 1 : i + 4], 8) & 0xFF)
-            i += 4
-        else:
-            out.append(raw[i])
-            i += 1
-    return out.decode("utf-8", "surrogateescape")
-
-
-def _read_bytes(name: str, dir_fd: int | None) -> bytes:
-    """The whole content of the file ``name`` (relative to ``dir_fd`` unless None)."""
-    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
-    try:
-        chunks = []
-        while True:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-    return b"".join(chunks)
-
-
-def _read_dir_file(dir_fd: int, name: str) -> str:
-    """The content of the control file ``name`` in the directory ``dir_fd``.
-
-    Read with ``os.read`` and decoded as ASCII, which needs no codec module: this also
-    works after the caller dropped privileges and can no longer read the standard library.
-    """
-    return _read_bytes(name, dir_fd).decode("ascii", "replace")
-
-
-def _write_dir_file(dir_fd: int, name: str, value: str) -> None:
-    """Write ``value`` to the control file ``name`` in one ``write`` (as cgroupfs wants)."""
-    data = value.encode("ascii")
-    fd = os.open(name, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
-    try:
-        if os.write(fd, data) != len(data):
-            raise OSError(errno.EIO, "short write to a cgroup control file")
-    finally:
-        os.close(fd)
-
-
-def _open_dir(name: str, dev: int, dir_fd: int | None = None) -> int:
-    """Open the directory ``name`` without following a symlink and check that it is on the
-    cgroup mount with device number ``dev``; the descriptor is the caller's to close."""
-    fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
-    info = os.fstat(fd)
-    if info.st_dev != dev or not stat.S_ISDIR(info.st_mode):
-        os.close(fd)
-        raise OSError(errno.EXDEV, "not the cgroup mount named in /proc/self/mountinfo")
-    return fd
-
-
-def _mounts() -> tuple[dict[str, _Hierarchy], _Hierarchy | None]:
-    """The cgroup v1 hierarchies by controller, and the cgroup v2 hierarchy, if mounted.
-
-    When a hierarchy is mounted more than once, the mount under /sys/fs/cgroup wins,
-    then the first one listed.
-    """
-    v1: dict[str, _Hierarchy] = {}
-    v2: _Hierarchy | None = None
-    try:
-        lines = _read_bytes(_MOUNTINFO, None).decode("utf-8", "surrogateescape").splitlines()
-    except OSError:
-        return v1, v2
-    found: list[tuple[int, _Hierarchy]] = []
-    for line in lines:
-        head, sep, tail = line.partition(" - ")
-        fields, tail_fields = head.split(), tail.split()
-        if not sep or len(fields) < 5 or len(tail_fields) < 3:
-            continue
-        fstype = tail_fields[0]
-        if fstype not in ("cgroup", "cgroup2"):
-            continue
-        try:
-            major, minor = (int(part) for part in fields[2].split(":"))
-        except ValueError:
-            continue
-        mountpoint = _unescape(fields[4])
-        if fstype == "cgroup":
-            controllers = frozenset(tail_fields[2].split(",")) & {*_LIMITED, _CPUACCT}
-            version = 1
-        else:
-            try:
-                root_fd = _open_dir(mountpoint, os.makedev(major, minor))
-            except OSError:
-                continue
-            try:
-                controllers = frozenset(_read_dir_file(root_fd, "cgroup.controllers").split())
-            except OSError:
-                controllers = frozenset()
-            finally:
-                os.close(root_fd)
-            version = 2
-        rank = 0 if mountpoint.startswith("/sys/fs/cgroup") else 1
-        found.append((rank, _Hierarchy(version, mountpoint, os.makedev(major, minor), controllers)))
-    for _rank, hierarchy in sorted(found, key=lambda item: item[0]):
-        if hierarchy.version == 2:
-            v2 = v2 or hierarchy
-        else:
-            for controller in hierarchy.controllers:
-                v1.setdefault(controller, hierarchy)
-    return v1, v2
-
-
-_discovered: dict[str, _Hierarchy] | None = None
-_discover_lock = threading.Lock()
-
-
-def _discover() -> dict[str, _Hierarchy]:
-    """The hierarchy to use for each of pids, memory and (v1 only) cpuacct; cached.
-
-    For each controller: v2 when the v2 root offers it, else the v1 hierarchy it is
-    bound to.  cpuacct is only looked for on v1: v2 counts CPU in every group.
-    """
-    global _discovered
-    with _discover_lock:
-        if _discovered is None:
-            v1, v2 = _mounts()
-            chosen: dict[str, _Hierarchy] = {}
-            for controller in _LIMITED:
-                if v2 is not None and controller in v2.controllers:
-                    chosen[controller] = v2
-                elif controller in v1:
-                    chosen[controller] = v1[controller]
-            if _CPUACCT in v1:
-                chosen[_CPUACCT] = v1[_CPUACCT]
-            _discovered = chosen
-        return dict(_discovered)
-
-
-def _missing(controller: str) -> str:
-    """Why ``controller`` ("pids", "memory", or "pids and memory") cannot be used at all,
-    and the fix."""
-    plural = "s" if " " in controller else ""
-    return (
-        f"no cgroup hierarchy offers the {controller} controller{plural} (not mounted as "
-        f"cgroup v1, and not in the cgroup v2 root's cgroup.controllers): enable {controller} "
-        f"in the kernel and mount it, or run without the per-sandbox {controller} limit{plural}"
-    )
-
-
 class _Node:
     """The sandbox's group in one hierarchy: open descriptors of its parent and itself."""
 
-    def __init__(self, hierarchy: _Hierarchy, controllers: frozenset[str]) -> None:
+    def __init__(self, hierarchy: Hierarchy, controllers: frozenset[str]) -> None:
         self.hierarchy = hierarchy
         #: The controllers the sandbox uses from this hierarchy.
         self.controllers = controllers
         self.parent_fd = -1
         self.fd = -1
         self.name = ""
+
+    @property
+    def files(self) -> ControlFiles:
+        """The names of the control files on this hierarchy's cgroup version."""
+        return CONTROL_FILES[self.hierarchy.version]
 
     @property
     def path(self) -> str:
@@ -368,32 +211,36 @@ class _Node:
         self.fd = self.parent_fd = -1
 
 
-def _enable(dir_fd: int, controllers: frozenset[str], path: str) -> None:
-    """On v2, enable ``controllers`` for the children of the group ``dir_fd`` (at ``path``)."""
-    name = "cgroup.subtree_control"
+# -- one group in one hierarchy: make, limit, read, remove ---------------------------------
+
+
+def _enable(dir_fd: int, name: str, controllers: frozenset[str], path: str) -> None:
+    """Enable ``controllers`` for the children of the group ``dir_fd`` (at ``path``) by
+    writing to its control file ``name`` (v2's ``cgroup.subtree_control``)."""
     try:
-        enabled = set(_read_dir_file(dir_fd, name).split())
-        missing = sorted(controllers - enabled)
-        if missing:
-            _write_dir_file(dir_fd, name, " ".join(f"+{c}" for c in missing))
+        enabled = set(read_control(dir_fd, name).split())
+        needed = sorted(controllers - enabled)
+        if needed:
+            write_control(dir_fd, name, " ".join(f"+{c}" for c in needed))
     except OSError as exc:
         fix = _INTERNAL_PROCESSES_FIX if exc.errno == errno.EBUSY else None
         raise _failure("enable the controllers in", os.path.join(path, name), exc, fix) from exc
 
 
-def _open_parent(hierarchy: _Hierarchy, controllers: frozenset[str], *, create: bool) -> int:
+def _open_parent(hierarchy: Hierarchy, controllers: frozenset[str], *, create: bool) -> int:
     """A descriptor of ``<mount>/pysandbox``, made (and on v2 given ``controllers``) when
     ``create``; raises ``SandboxError``, or ``FileNotFoundError`` without ``create``."""
+    subtree_control = CONTROL_FILES[hierarchy.version].subtree_control
     root_path = hierarchy.mountpoint
     try:
-        root_fd = _open_dir(root_path, hierarchy.dev)
+        root_fd = open_dir(root_path, hierarchy.dev)
     except OSError as exc:
         raise _failure("open the cgroup hierarchy", root_path, exc) from exc
     parent_path = os.path.join(root_path, PARENT)
     try:
         if create:
-            if hierarchy.version == 2:
-                _enable(root_fd, controllers, root_path)
+            if subtree_control is not None:
+                _enable(root_fd, subtree_control, controllers, root_path)
             try:
                 os.mkdir(PARENT, 0o755, dir_fd=root_fd)
             except FileExistsError:
@@ -401,7 +248,7 @@ def _open_parent(hierarchy: _Hierarchy, controllers: frozenset[str], *, create: 
             except OSError as exc:
                 raise _failure("create the cgroup", parent_path, exc) from exc
         try:
-            parent_fd = _open_dir(PARENT, hierarchy.dev, dir_fd=root_fd)
+            parent_fd = open_dir(PARENT, hierarchy.dev, dir_fd=root_fd)
         except FileNotFoundError as exc:
             if not create:
                 raise
@@ -412,23 +259,186 @@ def _open_parent(hierarchy: _Hierarchy, controllers: frozenset[str], *, create: 
             raise _failure("open the cgroup", parent_path, exc) from exc
     finally:
         os.close(root_fd)
-    if create and hierarchy.version == 2:
+    if create and subtree_control is not None:
         try:
-            _enable(parent_fd, controllers, parent_path)
+            _enable(parent_fd, subtree_control, controllers, parent_path)
         except BaseException:
             os.close(parent_fd)
             raise
     return parent_fd
 
 
+def _make(node: _Node, name: str) -> None:
+    """Create ``node``'s directory ``name``; retried when a probe removed the parent
+    meanwhile.  Raises ``SandboxError``; ``node`` keeps what was opened, to be closed."""
+    limited = node.controllers - {CPUACCT}
+    with _parent_lock:
+        _make_locked(node, name, limited)
+    try:
+        node.fd = open_dir(name, node.hierarchy.dev, dir_fd=node.parent_fd)
+    except OSError as exc:
+        raise _failure("open the cgroup", node.path, exc) from exc
+
+
+def _make_locked(node: _Node, name: str, limited: frozenset[str]) -> None:
+    """The body of ``_make``, under ``_parent_lock``."""
+    # Another process's probe may remove the parent at any moment (this process's
+    # probe holds _parent_lock to do it): an operation on it then fails with ENOENT or
+    # ENODEV, and is tried again with a new parent.
+    vanished = (errno.ENOENT, errno.ENODEV)
+    for attempt in range(3):
+        try:
+            node.parent_fd = _open_parent(node.hierarchy, limited, create=True)
+        except SandboxError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, OSError) and cause.errno in vanished and attempt < 2:
+                continue
+            raise
+        node.name = name
+        try:
+            os.mkdir(name, 0o755, dir_fd=node.parent_fd)
+        except OSError as exc:
+            if exc.errno in vanished and attempt < 2:
+                os.close(node.parent_fd)
+                node.parent_fd = -1
+                continue
+            path = node.path
+            node.name = ""  # not ours: never to be removed
+            raise _failure("create the cgroup", path, exc) from exc
+        return
+
+
+def _set(node: _Node, limit: LimitFile, value: str) -> bool:
+    """Write one limit; False when the file is optional and does not exist.  The file's
+    own fix replaces the usual advice when it does not exist."""
+    try:
+        write_control(node.fd, limit.name, value)
+    except OSError as exc:
+        if limit.optional and exc.errno == errno.ENOENT:
+            return False
+        advice = limit.fix if exc.errno == errno.ENOENT else None
+        path = os.path.join(node.path, limit.name)
+        raise _failure(f"set {value} in", path, exc, advice) from exc
+    return True
+
+
+def _check(node: _Node, file: str, most: int) -> None:
+    """Read a limit back: the kernel must hold one no larger than ``most``."""
+    path = os.path.join(node.path, file)
+    try:
+        text = read_control(node.fd, file).strip()
+    except OSError as exc:
+        raise _failure("read back", path, exc) from exc
+    if not text.isdigit() or int(text) > most:
+        raise SandboxError(f"the limit in {path} is {text!r} after setting {most}; {_DEFAULT_FIX}")
+
+
+def _set_cap(node: _Node, limits: tuple[LimitFile, ...], cap: int) -> None:
+    """Write ``cap`` (or 0 where the table says so) to each of ``limits``, in order, and
+    read back those the table says to check."""
+    for limit in limits:
+        if _set(node, limit, "0" if limit.zero else str(cap)) and limit.check:
+            _check(node, limit.name, cap)
+
+
+def _set_limits(node: _Node, processes: int | None, memory: int | None) -> None:
+    """Set the limits this node's controllers carry (None: not set); raises
+    ``SandboxError`` naming the file and the fix."""
+    if "pids" in node.controllers and processes is not None:
+        _set_cap(node, node.files.pids_limit, min(processes, _PID_MAX_LIMIT))
+    if "memory" in node.controllers and memory is not None:
+        _set_cap(node, node.files.memory_limit, memory)
+
+
+def _counts_cpu(node: _Node) -> bool:
+    """Whether ``node``'s group counts the CPU time of its processes."""
+    needed = node.files.cpu_controller
+    return needed is None or needed in node.controllers
+
+
+def _read_cpu(node: _Node) -> float | None:
+    """Seconds in ``node``'s CPU counter, or None when it cannot be read."""
+    files = node.files
+    if files.cpu_key is None:
+        count = read_int(node.fd, files.cpu_usage)
+    else:
+        count = read_keyed(node.fd, files.cpu_usage).get(files.cpu_key)
+    return None if count is None else count / files.cpu_per_second
+
+
+def _read_usage(nodes: Iterable[_Node]) -> CgroupUsage:
+    """Read the counters of every hierarchy; a counter that cannot be read is None/False."""
+    peak: int | None = None
+    memory_exceeded = pids_exceeded = False
+    cpu_time: float | None = None
+    for node in nodes:
+        files = node.files
+        if "memory" in node.controllers:
+            peak = read_int(node.fd, files.memory_peak)
+            events = read_keyed(node.fd, files.memory_events)
+            memory_exceeded = any(
+                (read_int(node.fd, name) or 0) > 0 for name in files.memory_failcnt
+            ) or any(events.get(key, 0) > 0 for key in files.memory_event_keys)
+        if "pids" in node.controllers:
+            pids_exceeded = read_keyed(node.fd, files.pids_events).get("max", 0) > 0
+        if cpu_time is None and _counts_cpu(node):
+            cpu_time = _read_cpu(node)
+    return CgroupUsage(
+        peak_memory=peak,
+        memory_exceeded=memory_exceeded,
+        pids_exceeded=pids_exceeded,
+        cpu_time=cpu_time,
+    )
+
+
+def _open_cpu_counter(nodes: Iterable[_Node]) -> int:
+    """The group's CPU counter opened for reading (close-on-exec), or -1 when it has
+    none; the caller owns the descriptor."""
+    for node in nodes:
+        if not _counts_cpu(node):
+            continue
+        try:
+            return os.open(
+                node.files.cpu_usage, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=node.fd
+            )
+        except OSError:
+            continue
+    return -1
+
+
+def _remove(node: _Node, deadline: float) -> None:
+    """rmdir the node's group, retrying while the kernel finishes the last exits; left
+    for ``_sweep_leftovers`` when ``deadline`` passes.  ``node.fd`` is closed."""
+    if node.fd >= 0:
+        os.close(node.fd)
+        node.fd = -1
+    if node.parent_fd < 0 or not node.name:
+        return
+    pause = 0.001
+    while True:
+        try:
+            os.rmdir(node.name, dir_fd=node.parent_fd)
+            return
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            if exc.errno != errno.EBUSY or time.monotonic() >= deadline:
+                _remove_later(node.hierarchy, node.name)
+                return
+        time.sleep(pause)
+        pause = min(pause * 2, 0.02)
+
+
+# -- groups left behind ---------------------------------------------------------------------
+
 # Groups whose removal ran out of time, with the pid that made them: retried before each
 # new group and at exit, by that process only (not by a forked child).
-_leftovers: list[tuple[int, _Hierarchy, str]] = []
+_leftovers: list[tuple[int, Hierarchy, str]] = []
 _leftovers_lock = threading.Lock()
 _atexit_registered = False
 
 
-def _remove_later(hierarchy: _Hierarchy, name: str) -> None:
+def _remove_later(hierarchy: Hierarchy, name: str) -> None:
     """Remember a group that could not be removed yet."""
     global _atexit_registered
     with _leftovers_lock:
@@ -502,7 +512,7 @@ def _sweep_dead_callers() -> None:
     if not namespace:
         return
     dead: dict[str, list[_Node]] = {}
-    for hierarchy in set(_discover().values()):
+    for hierarchy in set(discover().values()):
         try:
             parent_fd = _open_parent(hierarchy, frozenset(), create=False)
         except (OSError, SandboxError):
@@ -519,17 +529,17 @@ def _sweep_dead_callers() -> None:
             node.name = name
             try:
                 node.parent_fd = os.dup(parent_fd)
-                node.fd = _open_dir(name, hierarchy.dev, dir_fd=parent_fd)
+                node.fd = open_dir(name, hierarchy.dev, dir_fd=parent_fd)
             except OSError:
                 node.close()
                 continue
             dead.setdefault(name, []).append(node)
         os.close(parent_fd)
     for nodes in dead.values():
-        leftover = SandboxCgroup(processes=None, memory=None)
-        leftover._state = "entered"
-        leftover._nodes = nodes
-        leftover._teardown()
+        SandboxCgroup._adopt(nodes)._teardown()
+
+
+# -- the sandbox's group in every hierarchy -------------------------------------------------
 
 
 class SandboxCgroup:
@@ -582,6 +592,15 @@ class SandboxCgroup:
         self._state = "new"  # -> "entered" -> "exited"
         self._final: CgroupUsage | None = None
 
+    @classmethod
+    def _adopt(cls, nodes: list[_Node]) -> SandboxCgroup:
+        """An entered group made of ``nodes`` (open groups this object did not make, such
+        as a dead caller's): it owns them, to kill and remove them."""
+        group = cls(processes=None, memory=None)
+        group._state = "entered"
+        group._nodes = nodes
+        return group
+
     # -- the public surface ------------------------------------------------------------
 
     @property
@@ -625,7 +644,7 @@ class SandboxCgroup:
             raise RuntimeError("the SandboxCgroup has not been entered")
         if self._final is not None:
             return self._final
-        return self._read_usage()
+        return _read_usage(self._nodes)
 
     def kill(self, timeout: float = _KILL_SECONDS) -> bool:
         """SIGKILL every process in the group until none is left, for at most ``timeout``
@@ -634,10 +653,10 @@ class SandboxCgroup:
         parent are not in it)."""
         deadline = time.monotonic() + timeout
         for node in self._nodes:
-            if node.fd >= 0 and node.hierarchy.version == 2:
+            if node.fd >= 0 and node.files.kill is not None:
                 # Before Linux 5.14 there is no cgroup.kill: each process is signalled below.
                 with contextlib.suppress(OSError):
-                    _write_dir_file(node.fd, "cgroup.kill", "1")
+                    write_control(node.fd, node.files.kill, "1")
         pause = 0.001
         while True:
             pids = self._members()
@@ -651,22 +670,25 @@ class SandboxCgroup:
 
     # -- the work ---------------------------------------------------------------------
 
-    def _needed(self) -> dict[_Hierarchy, frozenset[str]]:
+    def _needed(self) -> dict[Hierarchy, frozenset[str]]:
         """The controllers to use, grouped by hierarchy; raises when one is missing."""
         wanted = [
             c for c, v in (("pids", self._processes), ("memory", self._memory)) if v is not None
         ]
         if not wanted:
             return {}
-        found = _discover()
-        by_hierarchy: dict[_Hierarchy, set[str]] = {}
+        found = discover()
+        by_hierarchy: dict[Hierarchy, set[str]] = {}
         for controller in wanted:
             if controller not in found:
-                raise SandboxError(_missing(controller))
+                raise SandboxError(missing(controller))
             by_hierarchy.setdefault(found[controller], set()).add(controller)
-        cpuacct = found.get(_CPUACCT)
-        if cpuacct is not None and all(h.version == 1 for h in by_hierarchy):
-            by_hierarchy.setdefault(cpuacct, set()).add(_CPUACCT)
+        # cpuacct only when none of those groups counts CPU by itself (v2 groups do).
+        cpuacct = found.get(CPUACCT)
+        if cpuacct is not None and all(
+            CONTROL_FILES[h.version].cpu_controller is not None for h in by_hierarchy
+        ):
+            by_hierarchy.setdefault(cpuacct, set()).add(CPUACCT)
         return {h: frozenset(c) for h, c in by_hierarchy.items()}
 
     def _create(self) -> None:
@@ -679,21 +701,21 @@ class SandboxCgroup:
         owner = f"{os.getpid()}-{_pid_namespace()}"
         name = f"{PARENT}-{owner}-{next(_counter)}-{secrets.token_hex(4)}"
         # The limits first (their failures are the ones to report), cpuacct last.
-        order = sorted(needed, key=lambda h: (needed[h] == {_CPUACCT}, h.mountpoint))
+        order = sorted(needed, key=lambda h: (needed[h] == {CPUACCT}, h.mountpoint))
         for hierarchy in order:
             node = _Node(hierarchy, needed[hierarchy])
             self._nodes.append(node)
             try:
-                self._make(node, name)
+                _make(node, name)
             except SandboxError:
-                if node.controllers != {_CPUACCT}:
+                if node.controllers != {CPUACCT}:
                     raise
-                # Only CgroupUsage.cpu_time needs it: go on without.
+                # Only the CPU counter needs it: go on without.
                 self._nodes.remove(node)
-                self._remove(node, time.monotonic() + _REMOVE_SECONDS)
+                _remove(node, time.monotonic() + _REMOVE_SECONDS)
                 node.close()
         for node in self._nodes:
-            self._set_limits(node)
+            _set_limits(node, self._processes, self._memory)
         for node in self._nodes:
             try:
                 fd = os.open(
@@ -702,114 +724,7 @@ class SandboxCgroup:
             except OSError as exc:
                 raise _failure("open", os.path.join(node.path, "cgroup.procs"), exc) from exc
             self._procs_fds.append(fd)
-        self._cpu_fd = self._open_cpu_counter()
-
-    def _open_cpu_counter(self) -> int:
-        """The group's CPU counter opened for reading, or -1 when it has none."""
-        for node in self._nodes:
-            if node.hierarchy.version == 2:
-                name = "cpu.stat"
-            elif _CPUACCT in node.controllers:
-                name = "cpuacct.usage"
-            else:
-                continue
-            try:
-                return os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=node.fd)
-            except OSError:
-                continue
-        return -1
-
-    def _make(self, node: _Node, name: str) -> None:
-        """Create ``node``'s directory; retried when a probe removed the parent meanwhile."""
-        limited = node.controllers - {_CPUACCT}
-        with _parent_lock:
-            self._make_locked(node, name, limited)
-        try:
-            node.fd = _open_dir(name, node.hierarchy.dev, dir_fd=node.parent_fd)
-        except OSError as exc:
-            raise _failure("open the cgroup", node.path, exc) from exc
-
-    def _make_locked(self, node: _Node, name: str, limited: frozenset[str]) -> None:
-        """The body of ``_make``, under ``_parent_lock``."""
-        # Another process's probe may remove the parent at any moment (this process's
-        # probe holds _parent_lock to do it): an operation on it then fails with ENOENT or
-        # ENODEV, and is tried again with a new parent.
-        vanished = (errno.ENOENT, errno.ENODEV)
-        for attempt in range(3):
-            try:
-                node.parent_fd = _open_parent(node.hierarchy, limited, create=True)
-            except SandboxError as exc:
-                cause = exc.__cause__
-                if isinstance(cause, OSError) and cause.errno in vanished and attempt < 2:
-                    continue
-                raise
-            node.name = name
-            try:
-                os.mkdir(name, 0o755, dir_fd=node.parent_fd)
-            except OSError as exc:
-                if exc.errno in vanished and attempt < 2:
-                    os.close(node.parent_fd)
-                    node.parent_fd = -1
-                    continue
-                path = node.path
-                node.name = ""  # not ours: never to be removed
-                raise _failure("create the cgroup", path, exc) from exc
-            return
-
-    def _set(
-        self, node: _Node, file: str, value: str, *, optional: bool = False, fix: str | None = None
-    ) -> bool:
-        """Write one limit; False when ``optional`` and the file does not exist.  ``fix``
-        replaces the usual advice when the file does not exist."""
-        try:
-            _write_dir_file(node.fd, file, value)
-        except OSError as exc:
-            if optional and exc.errno == errno.ENOENT:
-                return False
-            advice = fix if exc.errno == errno.ENOENT else None
-            path = os.path.join(node.path, file)
-            raise _failure(f"set {value} in", path, exc, advice) from exc
-        return True
-
-    def _check(self, node: _Node, file: str, most: int) -> None:
-        """Read a limit back: the kernel must hold one no larger than ``most``."""
-        path = os.path.join(node.path, file)
-        try:
-            text = _read_dir_file(node.fd, file).strip()
-        except OSError as exc:
-            raise _failure("read back", path, exc) from exc
-        if not text.isdigit() or int(text) > most:
-            raise SandboxError(
-                f"the limit in {path} is {text!r} after setting {most}; {_DEFAULT_FIX}"
-            )
-
-    def _set_limits(self, node: _Node) -> None:
-        """Set the limits this node's controllers carry."""
-        v2 = node.hierarchy.version == 2
-        if "pids" in node.controllers and self._processes is not None:
-            cap = min(self._processes, _PID_MAX_LIMIT)
-            self._set(node, "pids.max", str(cap))
-            self._check(node, "pids.max", cap)
-        if "memory" in node.controllers and self._memory is not None:
-            memory = str(self._memory)
-            if v2:
-                self._set(node, "memory.max", memory)
-                self._check(node, "memory.max", self._memory)
-                self._set(node, "memory.swap.max", "0", optional=True)
-            else:
-                # memsw (memory + swap) must stay >= the memory limit: set memory first.
-                self._set(node, "memory.limit_in_bytes", memory)
-                self._check(node, "memory.limit_in_bytes", self._memory)
-                if self._set(node, "memory.memsw.limit_in_bytes", memory, optional=True):
-                    self._check(node, "memory.memsw.limit_in_bytes", self._memory)
-                # v1 charges socket buffers (TCP and UDP) only in a group with a TCP
-                # limit, and to a counter of their own: without one, 40 loopback
-                # connections held 414 MiB against a 320 MiB cap.  They get the whole
-                # cap, not a share cut from memory.limit_in_bytes: a share would OOM-kill
-                # a process that RLIMIT_AS should refuse with MemoryError, and a small one
-                # starves loopback TCP (1/64 cut its throughput 50-fold).
-                self._set(node, _V1_SOCKETS, memory, fix=_V1_SOCKETS_FIX)
-                self._check(node, _V1_SOCKETS, self._memory)
+        self._cpu_fd = _open_cpu_counter(self._nodes)
 
     def _members(self) -> set[int]:
         """The pids (thread-group ids) in the group, in any of its hierarchies."""
@@ -818,7 +733,7 @@ class SandboxCgroup:
             if node.fd < 0:
                 continue
             try:
-                text = _read_dir_file(node.fd, "cgroup.procs")
+                text = read_control(node.fd, "cgroup.procs")
             except OSError:
                 continue
             pids.update(int(word) for word in text.split() if word.isdigit())
@@ -860,43 +775,6 @@ class SandboxCgroup:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
 
-    def _read_usage(self) -> CgroupUsage:
-        """Read the counters of every hierarchy; a counter that cannot be read is None/False."""
-        peak: int | None = None
-        memory_exceeded = pids_exceeded = False
-        cpu_time: float | None = None
-        for node in self._nodes:
-            v2 = node.hierarchy.version == 2
-            if "memory" in node.controllers:
-                if v2:
-                    peak = _read_int(node.fd, "memory.peak")
-                    events = _read_keyed(node.fd, "memory.events")
-                    memory_exceeded = any(events.get(k, 0) > 0 for k in ("max", "oom", "oom_kill"))
-                else:
-                    peak = _read_int(node.fd, "memory.max_usage_in_bytes")
-                    oom = _read_keyed(node.fd, "memory.oom_control")
-                    memory_exceeded = (
-                        (_read_int(node.fd, "memory.failcnt") or 0) > 0
-                        or (_read_int(node.fd, "memory.memsw.failcnt") or 0) > 0
-                        or (_read_int(node.fd, "memory.kmem.tcp.failcnt") or 0) > 0
-                        or oom.get("under_oom", 0) > 0
-                        or oom.get("oom_kill", 0) > 0
-                    )
-            if "pids" in node.controllers:
-                pids_exceeded = _read_keyed(node.fd, "pids.events").get("max", 0) > 0
-            if v2 and cpu_time is None:
-                usec = _read_keyed(node.fd, "cpu.stat").get("usage_usec")
-                cpu_time = None if usec is None else usec / 1e6
-            if _CPUACCT in node.controllers:
-                nsec = _read_int(node.fd, "cpuacct.usage")
-                cpu_time = None if nsec is None else nsec / 1e9
-        return CgroupUsage(
-            peak_memory=peak,
-            memory_exceeded=memory_exceeded,
-            pids_exceeded=pids_exceeded,
-            cpu_time=cpu_time,
-        )
-
     def _teardown(self) -> None:
         """Close, kill, snapshot the counters, remove; bounded, and never raises."""
         if self._state == "exited":
@@ -913,7 +791,7 @@ class SandboxCgroup:
         try:
             if any(node.fd >= 0 for node in self._nodes):
                 self.kill(_KILL_SECONDS)
-                self._final = self._read_usage()
+                self._final = _read_usage(self._nodes)
         except Exception:
             pass
         if self._final is None:
@@ -921,56 +799,14 @@ class SandboxCgroup:
         deadline = time.monotonic() + _REMOVE_SECONDS
         for node in self._nodes:
             try:
-                self._remove(node, deadline)
+                _remove(node, deadline)
             except Exception:
                 pass
             finally:
                 node.close()
 
-    def _remove(self, node: _Node, deadline: float) -> None:
-        """rmdir the node's group, retrying while the kernel finishes the last exits."""
-        if node.fd >= 0:
-            os.close(node.fd)
-            node.fd = -1
-        if node.parent_fd < 0 or not node.name:
-            return
-        pause = 0.001
-        while True:
-            try:
-                os.rmdir(node.name, dir_fd=node.parent_fd)
-                return
-            except FileNotFoundError:
-                return
-            except OSError as exc:
-                if exc.errno != errno.EBUSY or time.monotonic() >= deadline:
-                    _remove_later(node.hierarchy, node.name)
-                    return
-            time.sleep(pause)
-            pause = min(pause * 2, 0.02)
 
-
-def _read_int(dir_fd: int, name: str) -> int | None:
-    """The integer in a one-value control file, or None when it cannot be read."""
-    try:
-        text = _read_dir_file(dir_fd, name).strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None
-
-
-def _read_keyed(dir_fd: int, name: str) -> dict[str, int]:
-    """The ``key value`` lines of a control file (empty when it cannot be read)."""
-    try:
-        text = _read_dir_file(dir_fd, name)
-    except OSError:
-        return {}
-    values = {}
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[1].isdigit():
-            values[parts[0]] = int(parts[1])
-    return values
-
+# -- what this host allows ------------------------------------------------------------------
 
 _probed: CgroupSupport | None = None
 _probe_lock = threading.Lock()
@@ -994,8 +830,8 @@ def probe() -> CgroupSupport:
 
 def _probe() -> CgroupSupport:
     """The uncached probe."""
-    found = _discover()
-    versions = {found[c].version for c in _LIMITED if c in found}
+    found = discover()
+    versions = {found[c].version for c in LIMITED if c in found}
     parents_before = {h: _parent_exists(h) for h in set(found.values())}
     supported: dict[str, bool] = {}
     # Why each controller failed, and a key telling failures of one cause apart.
@@ -1006,7 +842,7 @@ def _probe() -> CgroupSupport:
     ):
         supported[controller] = False
         if controller not in found:
-            failures[controller] = (_missing(controller), "missing")
+            failures[controller] = (missing(controller), "missing")
             continue
         try:
             with SandboxCgroup(**limits):
@@ -1023,7 +859,7 @@ def _probe() -> CgroupSupport:
     if not failures:
         reason = ""
     elif len(failures) == 2 and failures["pids"][1] == failures["memory"][1]:
-        reason = _missing("pids and memory") if not versions else failures["pids"][0]
+        reason = missing("pids and memory") if not versions else failures["pids"][0]
     else:
         reason = "; ".join(f"{controller}: {why}" for controller, (why, _) in failures.items())
     return CgroupSupport(
@@ -1034,7 +870,7 @@ def _probe() -> CgroupSupport:
     )
 
 
-def _parent_exists(hierarchy: _Hierarchy) -> bool:
+def _parent_exists(hierarchy: Hierarchy) -> bool:
     """Whether ``<mount>/pysandbox`` exists now."""
     try:
         fd = _open_parent(hierarchy, frozenset(), create=False)
@@ -1044,10 +880,10 @@ def _parent_exists(hierarchy: _Hierarchy) -> bool:
     return True
 
 
-def _remove_parent(hierarchy: _Hierarchy) -> None:
+def _remove_parent(hierarchy: Hierarchy) -> None:
     """Remove ``<mount>/pysandbox`` if it is empty (another sandbox may be using it)."""
     try:
-        root_fd = _open_dir(hierarchy.mountpoint, hierarchy.dev)
+        root_fd = open_dir(hierarchy.mountpoint, hierarchy.dev)
     except OSError:
         return
     try:

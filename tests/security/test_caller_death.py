@@ -32,8 +32,9 @@ import pytest
 from conftest import pids_with_marker, unique_marker
 
 from pysandbox import eval_in_sandbox, run, run_python
-from pysandbox._cgroup import PARENT, _discover
+from pysandbox._cgroup import PARENT
 from pysandbox._cgroup import probe as cgroup_probe
+from pysandbox._cgroup_mounts import discover
 
 IS_ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not IS_ROOT, reason="the caller is not root here")
@@ -160,7 +161,7 @@ def cgroups_of(pid: int) -> list[Path]:
     """pysandbox's cgroups made by the process ``pid`` (by their name), in every
     hierarchy."""
     found = []
-    for mount in sorted({hierarchy.mountpoint for hierarchy in _discover().values()}):
+    for mount in sorted({hierarchy.mountpoint for hierarchy in discover().values()}):
         with contextlib.suppress(FileNotFoundError):
             found += [
                 entry
