@@ -1,6 +1,7 @@
 """Who calls pysandbox: the test process itself, or a non-root process made for the test.
 
-The attack suite runs each attack for both callers (fixture ``caller`` in ``conftest.py``):
+The attack suite runs each attack for both callers (fixture ``caller`` in ``conftest.py``),
+through ``run``, ``run_python`` and ``eval_in_sandbox``:
 
 * ``root``: the test process (CI runs as root) calls ``run``/``run_python`` in-process.
   Its sandboxes run as a uid of their own, with per-sandbox cgroups where the host has them.
@@ -28,13 +29,16 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Union
+from typing import TypeVar, Union
 
 import pytest
 
 import pysandbox
-from pysandbox import Limits, Result, SandboxError, Status
+from pysandbox import Limits, ProcessOutput, Result, SandboxError, Status
 from pysandbox._cgroup import probe as cgroup_probe
+
+#: The record a call returns.
+Record = TypeVar("Record", Result, ProcessOutput)
 
 #: What may stand in a JSON request or answer.
 Json = Union[None, bool, int, float, str, list["Json"], dict[str, "Json"]]
@@ -200,6 +204,9 @@ class Caller:
     def run_python(self, code: str, **options: object) -> Result:
         raise NotImplementedError
 
+    def eval_in_sandbox(self, code: str, **options: object) -> ProcessOutput:
+        raise NotImplementedError
+
     def memory_cgroup(self) -> tuple[bool, str]:
         """Whether this caller's sandboxes get a memory cgroup (a total memory cap), and
         why not when they do not: the probe ``run`` itself consults, made as this caller."""
@@ -227,6 +234,9 @@ class InProcessCaller(Caller):
     def run_python(self, code: str, **options: object) -> Result:
         return pysandbox.run_python(code, **options)  # type: ignore[arg-type]
 
+    def eval_in_sandbox(self, code: str, **options: object) -> ProcessOutput:
+        return pysandbox.eval_in_sandbox(code, **options)  # type: ignore[arg-type]
+
     def memory_cgroup(self) -> tuple[bool, str]:
         support = cgroup_probe()
         return support.memory, support.reason
@@ -249,10 +259,13 @@ class DriverCaller(Caller):
         self._first_peer = first_peer
 
     def run(self, argv: Sequence[str], **options: object) -> Result:
-        return self._call("run", list(argv), options)
+        return self._call(Result, "run", list(argv), options)
 
     def run_python(self, code: str, **options: object) -> Result:
-        return self._call("run_python", code, options)
+        return self._call(Result, "run_python", code, options)
+
+    def eval_in_sandbox(self, code: str, **options: object) -> ProcessOutput:
+        return self._call(ProcessOutput, "eval_in_sandbox", code, options)
 
     def memory_cgroup(self) -> tuple[bool, str]:
         out = self._subprocess(PROBE, input_text="", pass_fds=(), timeout=DRIVER_SLACK)
@@ -295,7 +308,10 @@ class DriverCaller(Caller):
             raise RuntimeError(f"the non-root driver failed ({out.returncode}): {out.stderr}")
         return out
 
-    def _call(self, function: str, target: object, options: dict[str, object]) -> Result:
+    def _call(
+        self, record: type[Record], function: str, target: object, options: dict[str, object]
+    ) -> Record:
+        """``pysandbox.function(target, **options)`` in the driver; its ``record``."""
         if options.get("cancel") is not None:
             raise TypeError("the non-root driver cannot pass a cancel event")
         limits = options.pop("limits", None)
@@ -309,9 +325,10 @@ class DriverCaller(Caller):
             "options": _encode_option(options),
             "limits": None if limits is None else dataclasses.asdict(limits),  # type: ignore[call-overload]
             "callback": callback is not None,
-            "fields": [field.name for field in dataclasses.fields(Result)],
+            "fields": [field.name for field in dataclasses.fields(record)],
         }
         wall = limits.wall_time if isinstance(limits, Limits) else Limits().wall_time
+        wall = max(wall, float(options.get("timeout_max_time_sec", 0)))  # type: ignore[arg-type]
         with _forwarding(callback) as (fds, raised):
             out = self._subprocess(
                 DRIVER,
@@ -330,7 +347,7 @@ class DriverCaller(Caller):
                 raise RuntimeError(f"the non-root call raised {name}: {message}")
             raise RAISED[name](message)
         fields = {name: _decode_field(value) for name, value in answer["result"].items()}
-        return Result(**fields)  # type: ignore[arg-type]
+        return record(**fields)
 
 
 @contextlib.contextmanager
