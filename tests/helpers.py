@@ -16,6 +16,8 @@ QEMU's TCG emulation.  So a test bounds durations as follows:
 
 from __future__ import annotations
 
+import os
+
 #: How many times slower than an idle 2-core development machine the suite must still
 #: pass on.
 SLOWDOWN = 3.0
@@ -23,7 +25,7 @@ SLOWDOWN = 3.0
 #: Seconds for anything that must happen "at once" (a cap passed, a cancel, a callback
 #: that raised, an argument refused before anything runs): start an interpreter in a
 #: sandbox, end it and return.  Idle: a few hundredths of a second, 0.1 to 0.4 s under
-#: load.  Every test that uses it makes the failure take 20 s or more.
+#: load.  In every test that uses it, a broken promise would take 10 s or more.
 PROMPTLY = 5.0
 
 #: Seconds by which a run may outlast its wall-clock limit: killing, reaping and
@@ -31,14 +33,18 @@ PROMPTLY = 5.0
 #: sleep 30 s or more, so a deadline that is not enforced still fails.
 KILL_LATENCY = 1.5
 
-#: CPU seconds a process tree may burn past its CPU limit before it is killed.  The C
-#: core samples the tree every 50 ms: at most 2 cores x (50 ms + the watcher's own
-#: scheduling delay), plus what the kill itself takes.  A load slows the tree down as
-#: much as the watcher, so this does not grow with ``SLOWDOWN``; every test that uses it
-#: burns CPU forever, or at least 8 times its limit.
-CPU_OVERSHOOT = 0.5
+#: CPU seconds each busy core may burn past a CPU limit before the tree is killed: the
+#: C core samples the tree every 50 ms, then the watcher's own scheduling delay and the
+#: kill.  A load slows the burning processes down as much as the watcher, so this does
+#: not grow with ``SLOWDOWN``.  Every test that uses it burns CPU forever.
+CPU_OVERSHOOT_PER_CORE = 0.25
 
 
 def slow(idle_seconds: float) -> float:
     """An upper bound for work that takes ``idle_seconds`` on an idle machine."""
     return idle_seconds * SLOWDOWN
+
+
+def cpu_overshoot(busy: int) -> float:
+    """CPU seconds that ``busy`` processes burning at once may use past a CPU limit."""
+    return min(busy, len(os.sched_getaffinity(0))) * CPU_OVERSHOOT_PER_CORE

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import KILL_LATENCY
 
 import pysandbox
 from pysandbox import _cgroup
@@ -470,7 +471,7 @@ time.sleep(60)
             assert pids <= members(group)[0]
             started = time.monotonic()
             assert group.kill()
-            assert time.monotonic() - started < 0.5
+            assert time.monotonic() - started < KILL_LATENCY
             assert all(not found for found in members(group))
             assert all(gone(pid) for pid in pids)
         finally:
