@@ -96,8 +96,8 @@ def forward(chunk):
 
 
 def decode(value):
-    if isinstance(value, dict) and set(value) == {"b64"}:
-        return base64.b64decode(value["b64"])
+    if isinstance(value, dict) and set(value) == {"__bytes__"}:
+        return base64.b64decode(value["__bytes__"])
     if isinstance(value, dict):
         return {key: decode(item) for key, item in value.items()}
     return value
@@ -105,11 +105,11 @@ def decode(value):
 
 def encode(value):
     if isinstance(value, bytes):
-        return {"b64": base64.b64encode(value).decode()}
+        return {"__bytes__": base64.b64encode(value).decode()}
     if isinstance(value, enum.Enum):
-        return {"enum": value.name}
+        return {"__enum__": value.name}
     if isinstance(value, Mapping):
-        return {"map": {key: encode(item) for key, item in value.items()}}
+        return {"__map__": {key: encode(item) for key, item in value.items()}}
     return value
 
 
@@ -149,19 +149,19 @@ class Installation:
 
 def _decode_field(value: object) -> object:
     """The inverse of the driver's ``encode``."""
-    if isinstance(value, dict) and set(value) == {"b64"}:
-        return base64.b64decode(value["b64"])
-    if isinstance(value, dict) and set(value) == {"enum"}:
-        return Status[value["enum"]]
-    if isinstance(value, dict) and set(value) == {"map"}:
-        return {key: _decode_field(item) for key, item in value["map"].items()}
+    if isinstance(value, dict) and set(value) == {"__bytes__"}:
+        return base64.b64decode(value["__bytes__"])
+    if isinstance(value, dict) and set(value) == {"__enum__"}:
+        return Status[value["__enum__"]]
+    if isinstance(value, dict) and set(value) == {"__map__"}:
+        return {key: _decode_field(item) for key, item in value["__map__"].items()}
     return value
 
 
 def _encode_option(value: object) -> Json:
     """An option for the request: bytes as base64, mappings and sequences item by item."""
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return {"b64": base64.b64encode(bytes(value)).decode()}
+        return {"__bytes__": base64.b64encode(bytes(value)).decode()}
     if isinstance(value, Mapping):
         return {str(key): _encode_option(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
