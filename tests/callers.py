@@ -21,11 +21,13 @@ from __future__ import annotations
 import base64
 import contextlib
 import dataclasses
+import fcntl
 import json
 import os
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -43,11 +45,14 @@ Record = TypeVar("Record", Result, ProcessOutput)
 #: What may stand in a JSON request or answer.
 Json = Union[None, bool, int, float, str, list["Json"], dict[str, "Json"]]
 
-#: The first uid of the non-root callers.  Each pytest-xdist worker takes a block of
-#: ``UIDS_PER_WORKER``: callers of one uid share ``RLIMIT_NPROC``, so two workers, or the
-#: peers of one test, must never share one.  Far from the 54321 of older fixtures.
+#: The first uid of the non-root callers.  Each test process (a pytest-xdist worker)
+#: reserves a block of ``UIDS_PER_WORKER``: callers of one uid share ``RLIMIT_NPROC``,
+#: so two workers, two test sessions running at once on one machine, or the peers of one
+#: test must never share one.  Far from the 54321 of older fixtures.
 NONROOT_UID_BASE = 61000
 UIDS_PER_WORKER = 32
+#: Blocks to choose from: uids up to 61000 + 32 * 256 = 69192.
+UID_BLOCKS = 256
 
 #: The time a driver may take beyond the wall limit of its call: starting the system
 #: interpreter, importing pysandbox, and reporting, on a slow machine.
@@ -393,12 +398,31 @@ def _forwarding(
             os.close(fd)
 
 
-def worker_uids() -> range:
-    """The block of uids of this pytest-xdist worker (``gw3``: the fourth block)."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    index = int(worker[2:]) if worker[2:].isdigit() else 0
-    first = NONROOT_UID_BASE + UIDS_PER_WORKER * index
-    return range(first, first + UIDS_PER_WORKER)
+@contextlib.contextmanager
+def reserved_uids() -> Iterator[range]:
+    """A block of uids that no other test process on this machine holds while the block
+    runs: the first block whose lock file (in the temporary directory) this process can
+    ``flock`` and whose uids have no process (a session that takes no lock may use them).
+    The lock goes with the process, so a crashed session frees its block."""
+    for index in range(UID_BLOCKS):
+        first = NONROOT_UID_BASE + UIDS_PER_WORKER * index
+        block = range(first, first + UIDS_PER_WORKER)
+        path = os.path.join(tempfile.gettempdir(), f"pysandbox-test-uids-{index}.lock")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        if processes_of(block):
+            os.close(fd)
+            continue
+        try:
+            yield block
+        finally:
+            os.close(fd)
+        return
+    raise RuntimeError(f"all {UID_BLOCKS} blocks of test uids are taken")
 
 
 def processes_of(uids: range) -> list[int]:

@@ -17,7 +17,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from callers import Caller, DriverCaller, InProcessCaller, Installation, processes_of, worker_uids
+from callers import (
+    Caller,
+    DriverCaller,
+    InProcessCaller,
+    Installation,
+    processes_of,
+    reserved_uids,
+)
 from helpers import slow
 
 import pysandbox
@@ -180,6 +187,13 @@ def _nonroot_installation() -> Iterator[Installation]:
         yield Installation(python, shared)
 
 
+@pytest.fixture(scope="session")
+def _nonroot_uids() -> Iterator[range]:
+    """The uids this test process gives its non-root callers, for the whole session."""
+    with reserved_uids() as uids:
+        yield uids
+
+
 @pytest.fixture
 def world_readable_dir() -> Iterator[Path]:
     """A fresh directory that every uid may enter (``tmp_path`` is root's alone)."""
@@ -207,7 +221,7 @@ def caller(request: pytest.FixtureRequest) -> Iterator[Caller]:
     if os.geteuid() != 0:
         yield InProcessCaller()  # the test process is a non-root caller itself
         return
-    uids = worker_uids()
+    uids: range = request.getfixturevalue("_nonroot_uids")
     left = processes_of(uids)
     assert left == [], f"processes of the non-root callers' uids before the test: {left}"
     yield DriverCaller(request.getfixturevalue("_nonroot_installation"), uids[0], uids[1])
