@@ -17,6 +17,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from callers import (
+    Caller,
+    DriverCaller,
+    InProcessCaller,
+    Installation,
+    processes_of,
+    reserved_uids,
+)
+from helpers import slow
 
 import pysandbox
 
@@ -135,24 +144,93 @@ def _system_python_like_ours() -> str | None:
     return candidate if abi == sysconfig.get_config_var("EXT_SUFFIX") else None
 
 
-@pytest.fixture
-def unprivileged_pysandbox() -> Iterator[tuple[str, Path]]:
-    """A system interpreter and a world-readable copy of pysandbox for a non-root caller."""
-    if os.geteuid() != 0:
-        pytest.skip("the test drops from root to make a non-root caller")
-    if "libasan" in os.environ.get("LD_PRELOAD", ""):
-        pytest.skip(
-            "a sanitizer build loads only with its runtimes preloaded (scripts/sanitize.sh)"
-        )
-    python = _system_python_like_ours()
-    if python is None:
-        pytest.skip("no system Python of this version and ABI for an unprivileged caller")
+@contextlib.contextmanager
+def _world_readable_copy() -> Iterator[Path]:
+    """A copy of the installed pysandbox that any user can import, in a fresh directory."""
     shared = Path(tempfile.mkdtemp(prefix="pysandbox-nonroot-"))
     try:
         shared.chmod(0o755)
         shutil.copytree(Path(pysandbox.__file__).parent, shared / "pysandbox")
         for path in shared.rglob("*"):
             path.chmod(0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
-        yield python, shared
+        yield shared
     finally:
         shutil.rmtree(shared)
+
+
+def _skip_unless_a_non_root_caller_can_be_made() -> str:
+    """The system interpreter a non-root caller runs; skips, saying why, when there is none."""
+    if os.geteuid() != 0:
+        pytest.skip("the test drops from root to make a non-root caller")
+    if "libasan" in os.environ.get("LD_PRELOAD", ""):
+        pytest.skip("a sanitizer build loads only with its runtimes preloaded (sanitize.sh)")
+    python = _system_python_like_ours()
+    if python is None:
+        pytest.skip(
+            f"no system Python {sys.version_info.major}.{sys.version_info.minor} with this "
+            "ABI for an unprivileged caller (the venv's interpreter may be unreadable to it)"
+        )
+    return python
+
+
+@pytest.fixture
+def unprivileged_pysandbox() -> Iterator[tuple[str, Path]]:
+    """A system interpreter and a world-readable copy of pysandbox for a non-root caller."""
+    python = _skip_unless_a_non_root_caller_can_be_made()
+    with _world_readable_copy() as shared:
+        yield python, shared
+
+
+@pytest.fixture(scope="session")
+def _nonroot_installation() -> Iterator[Installation]:
+    """One world-readable copy of pysandbox per test process, for every non-root caller."""
+    python = _skip_unless_a_non_root_caller_can_be_made()
+    with _world_readable_copy() as shared:
+        yield Installation(python, shared)
+
+
+@pytest.fixture(scope="session")
+def _nonroot_uids() -> Iterator[range]:
+    """The uids this test process gives its non-root callers, for the whole session."""
+    with reserved_uids() as uids:
+        yield uids
+
+
+@pytest.fixture
+def world_readable_dir() -> Iterator[Path]:
+    """A fresh directory that every uid may enter (``tmp_path`` is root's alone)."""
+    path = Path(tempfile.mkdtemp(prefix="pysandbox-shared-"))
+    try:
+        path.chmod(0o755)
+        yield path
+    finally:
+        shutil.rmtree(path)
+
+
+@pytest.fixture(params=["root", "nonroot"])
+def caller(request: pytest.FixtureRequest) -> Iterator[Caller]:
+    """The caller of the API, once as root and once not (``tests/callers.py``).
+
+    A non-root caller made by this fixture gets uids no other process has; when the test
+    ends, any process of those uids still alive a few seconds later escaped the call:
+    it is killed, and the test errors.
+    """
+    if request.param == "root":
+        if os.geteuid() != 0:
+            pytest.skip("the test process is not root, so there is no root caller")
+        yield InProcessCaller()
+        return
+    if os.geteuid() != 0:
+        yield InProcessCaller()  # the test process is a non-root caller itself
+        return
+    uids: range = request.getfixturevalue("_nonroot_uids")
+    left = processes_of(uids)
+    assert left == [], f"processes of the non-root callers' uids before the test: {left}"
+    yield DriverCaller(request.getfixturevalue("_nonroot_installation"), uids[0], uids[1])
+    deadline = time.monotonic() + slow(1.0)
+    while (left := processes_of(uids)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    assert left == [], f"processes of the non-root caller outlived the test: {left}"

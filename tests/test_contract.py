@@ -8,6 +8,7 @@ import os
 import stat
 
 import pytest
+from helpers import KILL_LATENCY, PROMPTLY
 
 import pysandbox
 from pysandbox import ProcessOutput, SandboxError, eval_in_sandbox
@@ -96,7 +97,7 @@ def test_wall_clock_timeout_raises_and_is_bounded() -> None:
     start = time.monotonic()
     with pytest.raises(SandboxError, match=r"^Process timed out$"):
         eval_in_sandbox("import time; time.sleep(30)", timeout_max_time_sec=1)
-    assert time.monotonic() - start < 2.0
+    assert time.monotonic() - start < 1 + KILL_LATENCY
 
 
 def test_fractional_timeout() -> None:
@@ -117,7 +118,7 @@ def test_endless_output_is_stopped_at_once() -> None:
     start = time.monotonic()
     with pytest.raises(SandboxError, match=r"^I/O buffer size exceeded$"):
         eval_in_sandbox("while True: print('y' * 1000)", timeout_max_time_sec=30)
-    assert time.monotonic() - start < 2.0
+    assert time.monotonic() - start < PROMPTLY
 
 
 def test_invalid_utf8_raises() -> None:

@@ -11,6 +11,7 @@ import threading
 
 import pytest
 from conftest import children_of
+from helpers import KILL_LATENCY, PROMPTLY, cpu_overshoot
 
 from pysandbox import _sandbox
 
@@ -29,7 +30,7 @@ def test_plain_run_reports_facts() -> None:
     assert os.waitstatus_to_exitcode(raw["wait_status"]) == 3
     assert (raw["stdout"], raw["stderr"]) == (b"out\n", b"err\n")
     assert not (raw["timed_out"] or raw["stdout_truncated"] or raw["killed_on_cap"])
-    assert 0 < raw["wall_time"] < 5
+    assert 0 < raw["wall_time"] < PROMPTLY
     assert raw["max_rss"] > 0
 
 
@@ -60,7 +61,7 @@ def test_kill_on_cap_stops_an_endless_writer() -> None:
 def test_timeout_kills_and_is_bounded() -> None:
     raw = sh("sleep 30", timeout=0.3)
     assert raw["timed_out"]
-    assert 0.3 <= raw["wall_time"] < 1.0
+    assert 0.3 <= raw["wall_time"] < 0.3 + KILL_LATENCY
 
 
 def test_large_stdin_and_stdout_at_once_do_not_deadlock() -> None:
@@ -249,8 +250,8 @@ def test_cpu_limit_counts_the_whole_tree() -> None:
     busy = "while kill -0 $$ 2>/dev/null; do :; done"
     raw = sh(f"for i in 1 2 3 4; do ( {busy} ) & done; wait", cpu_limit=0.5, timeout=20.0)
     assert raw["cpu_exceeded"]
-    assert 0.5 <= raw["tree_cpu_time"] < 1.0
-    assert raw["wall_time"] < 5.0
+    assert 0.5 <= raw["tree_cpu_time"] < 0.5 + cpu_overshoot(4)
+    assert raw["wall_time"] < PROMPTLY
 
 
 def test_cancel_kills_and_says_so() -> None:
@@ -264,7 +265,7 @@ def test_cancel_kills_and_says_so() -> None:
 
     raw = sh("sleep 30", cancel=SetAfterAWhile())
     assert raw["cancelled"]
-    assert raw["wall_time"] < 2.0
+    assert raw["wall_time"] < PROMPTLY
     assert children_of(os.getpid()) == []
 
 

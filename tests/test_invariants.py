@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 import pytest
 from conftest import children_of, pids_with_marker, survivors
+from helpers import PROMPTLY, slow
 
 from pysandbox import ProcessOutput, SandboxError, eval_in_sandbox
 
@@ -151,25 +152,35 @@ def test_no_fd_leak_when_cap_exceeded() -> None:
 # --------------------------------------------------------------------------- 2. no children
 
 
-POPEN_SLEEP = """
+#: Seconds the sandboxed code goes on once its marker process runs, so that the host,
+#: which scans /proc every 10 ms or so, sees it even on a slow machine.
+HOLD = slow(0.5)
+
+POPEN_SLEEP = f"""
 import subprocess, time
-subprocess.Popen(["/bin/sleep", MARKER])
-time.sleep(0.5)
+subprocess.Popen(["/bin/sleep", MARKER])  # returns once sleep has been executed
+time.sleep({HOLD})
 print("spawned")
 """
 
-DAEMONISE = """
+DAEMONISE = f"""
 import os, sys, time
 # Double fork + setsid: the grandchild is re-parented inside the sandbox, in its own
-# session, and keeps the sandbox's stdout/stderr open, as a careless daemon would.
+# session, and keeps the sandbox's stdout/stderr open, as a careless daemon would.  It
+# says on a pipe when it runs under its own command line.
+ready, running = os.pipe()
 first = os.fork()
 if first == 0:
     os.setsid()
     if os.fork() == 0:
-        os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(1000)", MARKER])
+        os.set_inheritable(running, True)
+        code = "import os, time; os.write(%d, b'.'); time.sleep(1000)" % running
+        os.execv(sys.executable, [sys.executable, "-c", code, MARKER])
     os._exit(0)
+os.close(running)
 os.waitpid(first, 0)
-time.sleep(0.5)
+os.read(ready, 1)
+time.sleep({HOLD})
 print("daemonised")
 """
 
@@ -178,7 +189,7 @@ SCENARIOS = {
     "daemon-then-exit": (DAEMONISE, {}, "daemonised", None),
     "daemon-then-timeout": (
         DAEMONISE + "time.sleep(60)\n",
-        {"timeout_max_time_sec": 2},
+        {"timeout_max_time_sec": HOLD + slow(1.0)},
         None,
         "Process timed out",
     ),
@@ -202,8 +213,9 @@ def test_nothing_of_the_sandbox_survives_the_call(scenario: str) -> None:
     if error is None:
         assert observed.error is None, repr(observed.error)
         assert observed.result == ProcessOutput(0, stdout, "")
-        # A grandchild holding the pipes open must not delay the return: bwrap's exit ends it.
-        assert observed.elapsed < 3.0
+        # A grandchild holding the pipes open must not delay the return until the
+        # timeout (10 s): bwrap's exit ends it.
+        assert observed.elapsed < HOLD + PROMPTLY
     else:
         assert isinstance(observed.error, SandboxError), repr(observed.error)
         assert str(observed.error) == error
@@ -335,7 +347,13 @@ def test_nothing_is_inherited_on_a_kernel_without_close_range() -> None:
 CTRL_C_SCRIPT = """
 import os
 import pathlib
+import signal
 from pysandbox import eval_in_sandbox
+
+# Ctrl-C as a terminal delivers it, whatever this process inherited: a suite started in
+# the background by a non-interactive shell (``cmd &``) runs with SIGINT ignored, and
+# Python then raises no KeyboardInterrupt.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 code = (
     "import subprocess, time\\n"
@@ -366,13 +384,13 @@ def test_ctrl_c_kills_the_sandbox_and_raises_keyboard_interrupt() -> None:
         time.sleep(0.5)  # well inside eval_in_sandbox's poll loop
         signalled = time.monotonic()
         proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=3)
+        stdout, stderr = proc.communicate(timeout=PROMPTLY)
         took = time.monotonic() - signalled
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert took < 3.0
+    assert took < PROMPTLY  # not the 60 s the sandboxed code sleeps
     assert "KeyboardInterrupt" in stderr, stderr
     assert "eval_in_sandbox" in stderr, stderr  # raised from inside the call
     assert stdout.split() == ["calling"]
@@ -383,14 +401,29 @@ def test_ctrl_c_kills_the_sandbox_and_raises_keyboard_interrupt() -> None:
 # --------------------------------------------------------------------------- 5. GIL released
 
 
+#: Long enough for eight sandboxes started at once on a slow machine to overlap.
+OVERLAP_SLEEP = slow(0.5)
+
+SLEEP_A_WHILE = f"""
+import time
+start = time.time()
+time.sleep({OVERLAP_SLEEP})
+print(start, time.time())
+"""
+
+
 def test_gil_is_released_during_a_call() -> None:
+    """Eight threads call at once: the eight sandboxed programs were all asleep at one
+    instant (each says when it slept, by the clock the sandbox shares with the host).
+    With the GIL held by a call, no other thread could even start its sandbox until that
+    call returned: the programs would sleep one after the other."""
     results: list[ProcessOutput | BaseException] = []
     barrier = threading.Barrier(8)
 
     def call() -> None:
         barrier.wait()
         try:
-            results.append(eval_in_sandbox("import time; time.sleep(1); print('slept')"))
+            results.append(eval_in_sandbox(SLEEP_A_WHILE))
         except BaseException as exc:
             results.append(exc)
 
@@ -401,8 +434,13 @@ def test_gil_is_released_during_a_call() -> None:
     for thread in threads:
         thread.join()
     elapsed = time.monotonic() - started
-    assert results == [ProcessOutput(0, "slept", "")] * 8
-    assert 1.0 <= elapsed < 2.0, f"8 one-second calls took {elapsed:.2f} s: they did not overlap"
+    assert all(isinstance(r, ProcessOutput) and r.returncode == 0 for r in results), results
+    slept = [[float(t) for t in r.stdout.split()] for r in results]  # type: ignore[union-attr]
+    assert len(slept) == 8, slept
+    assert max(start for start, _ in slept) < min(end for _, end in slept), (
+        f"the sandboxed programs did not all sleep at one instant: {slept}"
+    )
+    assert elapsed >= OVERLAP_SLEEP
 
 
 # --------------------------------------------------------------------------- 6. SIGCHLD ignored

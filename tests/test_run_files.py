@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from helpers import PROMPTLY
 
 import pysandbox._files
 from pysandbox import Limits, Result, Status, run, run_python
@@ -129,7 +130,7 @@ def test_symlinks_fifos_sockets_and_hardlinks_are_not_returned(host_secret: Path
     )
     elapsed = time.monotonic() - start
     assert result.status is Status.OK, describe(result)
-    assert elapsed < 10, "the call hung on something the program planted"
+    assert elapsed < PROMPTLY, "the call hung on something the program planted"
     report = json.loads(result.stdout)
     # Everything was planted, and the secret really was readable through the link: a
     # walker that followed it would have returned it.
@@ -169,7 +170,7 @@ def test_oversized_file_sets_files_truncated() -> None:
     limits = Limits(files_out=MiB, wall_time=20)
     start = time.monotonic()
     result = run_python(code, limits=limits)
-    assert time.monotonic() - start < 10
+    assert time.monotonic() - start < PROMPTLY
     assert result.status is Status.OK, describe(result)
     assert result.files_truncated, describe(result)
     assert sum(len(data) for data in result.files.values()) <= MiB

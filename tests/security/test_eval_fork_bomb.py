@@ -1,15 +1,24 @@
-"""eval_in_sandbox caps processes too: the reference let a fork bomb exhaust the host."""
+"""eval_in_sandbox caps processes too: the reference let a fork bomb exhaust the host.
+
+Each test runs for a root and for a non-root caller (fixture ``caller``).  The bomb's
+children exec ``sleep`` with a unique duration, so that the host sees them by their
+command line for as long as they live.
+"""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import threading
 import time
 import uuid
 
+from callers import Caller
 from conftest import pids_with_marker
+from helpers import slow
 
-from pysandbox import eval_in_sandbox
+from pysandbox import ProcessOutput
 
 BOMB = """
 import os, sys, time
@@ -17,17 +26,31 @@ forked = 0
 try:
     while forked < 1000:
         if os.fork() == 0:
-            time.sleep(30)  # {marker}
-            os._exit(0)
+            os.execv("/bin/sleep", ["/bin/sleep", MARKER])
         forked += 1
 except OSError:
     pass
-print(forked)
+print(forked, flush=True)
 """
 
+#: The holder waits for one of its children to end: the host kills one to release it.
+HOLD = "os.wait()\n"
 
-def test_fork_bomb_is_refused_and_the_host_can_still_fork() -> None:
-    marker = f"bomb-{uuid.uuid4().hex}"
+#: Processes the bomb must hold at once for the tests to say that it reached its cap.
+AT_CAP = 50
+
+
+def unique_marker() -> str:
+    """A duration that ``sleep`` accepts (30 s) and that no other process has in argv."""
+    return f"30.{uuid.uuid4().int % 10**15:015d}"
+
+
+def bomb(marker: str, hold: bool = False) -> str:
+    return f"MARKER = {marker!r}\n" + BOMB + (HOLD if hold else "")
+
+
+def test_fork_bomb_is_refused_and_the_host_can_still_fork(caller: Caller) -> None:
+    marker = unique_marker()
     host_failures: list[BaseException] = []
     stop = threading.Event()
 
@@ -41,21 +64,19 @@ def test_fork_bomb_is_refused_and_the_host_can_still_fork() -> None:
     forker = threading.Thread(target=host_forks)
     forker.start()
     try:
-        result = eval_in_sandbox(BOMB.replace("{marker}", marker), timeout_max_time_sec=10)
+        result = caller.eval_in_sandbox(bomb(marker), timeout_max_time_sec=slow(10))
     finally:
         stop.set()
         forker.join()
     assert result.returncode == 0, result.stderr
-    assert int(result.stdout) < 64
+    assert AT_CAP < int(result.stdout) < 64
     assert host_failures == []
     assert pids_with_marker(marker) == []
 
 
-def test_the_program_cannot_change_the_inits_limits() -> None:
+def test_the_program_cannot_change_the_inits_limits(caller: Caller) -> None:
     """Same uid as the init, but prlimit on another process is refused by the filter:
     otherwise the program could starve the init and lose its own report."""
-    from pysandbox import run_python
-
     code = (
         "import resource\n"
         "try:\n"
@@ -63,24 +84,38 @@ def test_the_program_cannot_change_the_inits_limits() -> None:
         "except OSError as exc:\n"
         "    print(exc.errno)\n"
     )
-    result = run_python(code, files={"kept.txt": b"x"})
+    result = caller.run_python(code, files={"kept.txt": b"x"})
     assert result.stdout == b"1\n"
     assert dict(result.files) == {"kept.txt": b"x"} and not result.files_truncated
 
 
-def test_a_bomb_at_its_cap_does_not_starve_other_sandboxes() -> None:
-    """Each sandbox counts its own processes: while one holds all 64, others still run
-    (with one uid shared by every sandbox, their init could not fork)."""
-    holder = BOMB.replace("print(forked)", "print(forked); time.sleep(3)")
-    held: list[str] = []
-    bomb = threading.Thread(
-        target=lambda: held.append(eval_in_sandbox(holder.replace("{marker}", "x")).stdout)
+def test_a_bomb_at_its_cap_does_not_starve_other_sandboxes(caller: Caller) -> None:
+    """While one sandbox holds all its processes, others of the same caller still run.
+
+    For a root caller, each sandbox counts its own processes (with one uid shared by
+    every sandbox, their init could not fork).  For a non-root caller the count is its
+    uid's, by design: a new sandbox's cap is set above what the uid holds when it starts.
+    """
+    marker = unique_marker()
+    held: list[ProcessOutput] = []
+    holder = threading.Thread(
+        target=lambda: held.append(
+            caller.eval_in_sandbox(bomb(marker, hold=True), timeout_max_time_sec=slow(20))
+        )
     )
-    bomb.start()
+    holder.start()
     try:
-        time.sleep(1.0)  # the bomb has reached its cap by now
-        others = [eval_in_sandbox(f"print({i})").stdout for i in range(5)]
+        deadline = time.monotonic() + slow(10)
+        while len(pids_with_marker(marker)) < AT_CAP and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(pids_with_marker(marker)) >= AT_CAP, "the bomb never reached its cap"
+        others = [caller.eval_in_sandbox(f"print({i})").stdout for i in range(5)]
+        still = pids_with_marker(marker)
     finally:
-        bomb.join()
+        for pid in pids_with_marker(marker)[:1]:
+            os.kill(pid, signal.SIGKILL)  # releases the holder
+        holder.join()
     assert others == [str(i) for i in range(5)]
-    assert held and int(held[0]) > 50
+    assert len(still) >= AT_CAP, "the bomb let go of its processes before the others ran"
+    assert held and held[0].returncode == 0 and int(held[0].stdout) >= AT_CAP, held
+    assert pids_with_marker(marker) == []
