@@ -425,6 +425,30 @@ def reserved_uids() -> Iterator[range]:
     raise RuntimeError(f"all {UID_BLOCKS} blocks of test uids are taken")
 
 
+#: The uid of a one-off non-root caller made by a single test (the ``caller`` fixture's
+#: drivers reserve uids of their own, see ``reserved_uids``).
+UNPRIVILEGED_UID = 54321
+
+
+def run_unprivileged(
+    python: str, script: str, *, uid: int = UNPRIVILEGED_UID, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` with ``python`` as ``uid`` (group ``uid``, no other groups), from
+    ``/``, with only ``PATH`` in its environment: a non-root caller of pysandbox."""
+    return subprocess.run(
+        [python, "-c", script],
+        user=uid,
+        group=uid,
+        extra_groups=[],
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 def processes_of(uids: range) -> list[int]:
     """Live pids (zombies included) whose real uid is in ``uids``."""
     found = []

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
+from callers import run_unprivileged
 
 from pysandbox import eval_in_sandbox
 
@@ -73,17 +73,6 @@ import sys; sys.exit(7)
 ''')
 print(os.getuid(), result.returncode, result.stdout.split(), sep=";")
 """
-    out = subprocess.run(
-        [python, "-c", driver],
-        user=NOBODY,
-        group=NOBODY,
-        extra_groups=[],
-        cwd="/",
-        env={"PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    out = run_unprivileged(python, driver, uid=NOBODY)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == f"{NOBODY};7;['{NOBODY}', '30']"

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import ast
 import json
-import subprocess
 from pathlib import Path
+
+from callers import run_unprivileged
 
 import pysandbox
 from pysandbox import Status, eval_in_sandbox, run_python
@@ -82,17 +83,6 @@ def test_a_non_root_callers_low_hard_limit_is_clamped_in_both_apis(
     """A non-root caller cannot raise a hard limit: both APIs clamp to the caller's own
     (they used to disagree: run clamped, eval_in_sandbox failed)."""
     python, shared = unprivileged_pysandbox
-    out = subprocess.run(
-        [python, "-c", f"SHARED = {str(shared)!r}\n" + NON_ROOT_CALLER],
-        user=54321,
-        group=54321,
-        extra_groups=[],
-        cwd="/",
-        env={"PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    out = run_unprivileged(python, f"SHARED = {str(shared)!r}\n" + NON_ROOT_CALLER)
     assert out.returncode == 0, out.stderr[-3000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [0, "(64, 64)", "OK", "(64, 64)"]

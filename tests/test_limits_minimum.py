@@ -10,8 +10,9 @@ namespaces, or got exit code 127 as if the program had failed.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
+
+from callers import run_unprivileged
 
 from pysandbox import Limits, Status, run, run_python
 from pysandbox._launch import FdLayout
@@ -90,18 +91,7 @@ def test_the_smallest_limits_run_a_program_for_a_non_root_caller(
     python, shared = unprivileged_pysandbox
     params = {"SHARED": str(shared), "CODE": FORK_ONCE}
     driver = "".join(f"{k} = {v!r}\n" for k, v in params.items()) + NON_ROOT_DRIVER
-    out = subprocess.run(
-        [python, "-c", driver],
-        user=54321,
-        group=54321,
-        extra_groups=[],
-        cwd="/",
-        env={"PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    out = run_unprivileged(python, driver)
     assert out.returncode == 0, out.stderr[-3000:]
     outcome = json.loads(out.stdout.strip().splitlines()[-1])
     assert outcome["status"] == "OK", outcome

@@ -18,11 +18,11 @@ import json
 import os
 import platform
 import socket
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+from callers import run_unprivileged
 
 from pysandbox import Limits, Result, Status, eval_in_sandbox, run_python
 
@@ -185,18 +185,7 @@ def test_other_families_are_refused_for_a_non_root_caller(
     python, shared = unprivileged_pysandbox
     params = {"SHARED": str(shared), "CODE": source(PROBE)}
     driver = "".join(f"{k} = {v!r}\n" for k, v in params.items()) + NON_ROOT_DRIVER
-    out = subprocess.run(
-        [python, "-c", driver],
-        user=UNPRIVILEGED_CALLER,
-        group=UNPRIVILEGED_CALLER,
-        extra_groups=[],
-        cwd="/",
-        env={"PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    out = run_unprivileged(python, driver, uid=UNPRIVILEGED_CALLER, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     outcome = json.loads(out.stdout.strip().splitlines()[-1])
     assert outcome["uid"] == UNPRIVILEGED_CALLER
