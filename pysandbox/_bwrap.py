@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-import re
 import secrets
 import shutil
 import sys
@@ -16,6 +15,7 @@ import sysconfig
 from collections.abc import Iterable, Sequence
 
 from . import _sandbox
+from ._cgroup_mounts import unescape
 from ._errors import SandboxError
 
 __all__ = [
@@ -130,11 +130,6 @@ KERNEL_FILESYSTEMS = frozenset(
 )
 
 
-def _unescape_mountinfo(field: str) -> str:
-    """A mountinfo path field with the kernel's octal escapes (``\\040``...) decoded."""
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
-
-
 def kernel_mount_points() -> list[str]:
     """Where the host (this process's mount namespace) has a kernel filesystem mounted,
     from ``/proc/self/mountinfo``; a bind of ``/proc`` to another place is one too."""
@@ -146,7 +141,7 @@ def kernel_mount_points() -> list[str]:
                 continue
             fstype = fields[fields.index("-") + 1]
             if fstype in KERNEL_FILESYSTEMS:
-                points.append(os.path.normpath(_unescape_mountinfo(fields[4])))
+                points.append(os.path.normpath(unescape(fields[4])))
     return points
 
 

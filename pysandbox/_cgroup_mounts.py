@@ -29,6 +29,7 @@ __all__ = [
     "hierarchies",
     "missing",
     "parse_mountinfo",
+    "unescape",
     "with_controllers",
 ]
 
@@ -53,7 +54,7 @@ class Hierarchy:
     controllers: frozenset[str]
 
 
-def _unescape(field: str) -> str:
+def unescape(field: str) -> str:
     """A mountinfo path field with its octal escapes (``\\040`` for a space) decoded."""
     if "\\" not in field:
         return field
@@ -91,7 +92,7 @@ def parse_mountinfo(text: str) -> list[Hierarchy]:
             major, minor = (int(part) for part in fields[2].split(":"))
         except ValueError:
             continue
-        mountpoint = _unescape(fields[4])
+        mountpoint = unescape(fields[4])
         if fstype == "cgroup":
             controllers = frozenset(tail_fields[2].split(",")) & {*LIMITED, CPUACCT}
             version = 1
