@@ -25,6 +25,8 @@ that much, so the sum may never pass the cap.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -119,6 +121,28 @@ def queued_bytes(pid: int) -> int:
     return total
 
 
+def queued_bytes_of_marked(pid: int, marker: str) -> int | None:
+    """``queued_bytes`` of ``pid`` only while it is certainly the process with ``marker``:
+    pinned with a pidfd, its command line checked after pinning and the process still
+    alive after the read, so a pid reused by another process (of another network
+    namespace) is never measured.  None when it exited meanwhile."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            if marker.encode() not in cmdline.read():
+                return None
+        queued = queued_bytes(pid)
+        signal.pidfd_send_signal(pidfd, 0)
+        return queued
+    except OSError:
+        return None
+    finally:
+        os.close(pidfd)
+
+
 def measure_when_full(marker: str, seen: dict[str, object]) -> Callable[[bytes], bytes | None]:
     """A stdin callback: once the program's report line arrives, sum the sandbox's socket
     queues (``seen["queued"]``) and close stdin so that the program ends."""
@@ -129,7 +153,8 @@ def measure_when_full(marker: str, seen: dict[str, object]) -> Callable[[bytes],
         if b"\n" not in stdout:
             return b""
         inside = pids_with_marker(marker, bwrap=False)
-        seen["queued"] = max((queued_bytes(pid) for pid in inside), default=None)
+        measured = [queued_bytes_of_marked(pid, marker) for pid in inside]
+        seen["queued"] = max((q for q in measured if q is not None), default=None)
         seen["report"] = json.loads(stdout.split(b"\n", 1)[0])
         return None
 
@@ -205,9 +230,8 @@ def host_samples_queues(marker: str) -> Iterator[dict[str, int]]:
     def sample() -> None:
         while not stop.wait(0.01):
             for pid in pids_with_marker(marker, bwrap=False):
-                try:
-                    queued = queued_bytes(pid)
-                except OSError:  # it exited meanwhile
+                queued = queued_bytes_of_marked(pid, marker)
+                if queued is None:  # it exited meanwhile
                     continue
                 seen["max"] = max(seen["max"], queued)
                 seen["samples"] += 1
