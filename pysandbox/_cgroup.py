@@ -22,17 +22,23 @@ of the sandbox is born inside the group.  Afterwards ``usage()`` tells what happ
 and leaving the ``with`` block kills what is left and removes the group.
 
 This module holds that lifecycle: create, join, limit, read, kill, remove, the sweeps
-of leftover groups and of dead callers' groups, and the probe.  Two modules serve it:
-``_cgroup_mounts`` finds the hierarchies, and ``_cgroup_files`` names the control files
-of each cgroup version (one table) and reads and writes them.
+of leftover groups and of dead callers' groups, and the probe.  Three modules serve it:
+``_cgroup_mounts`` finds the hierarchies and where in each the groups go,
+``_cgroup_base`` readies that place (cgroup v2's rule on processes), and
+``_cgroup_files`` names the control files of each cgroup version (one table) and reads
+and writes them.
 
 Where the groups live
-    cgroup v2 (one hierarchy, most hosts): ``<cgroup2 mount>/pysandbox/<group>``; the
-    controllers are enabled in the ``cgroup.subtree_control`` of the mount's root and
-    of ``pysandbox``.  cgroup v1 (this project's CI host): one directory per hierarchy,
+    cgroup v2 (one hierarchy, most hosts): under the caller's own group C, as
+    ``/proc/self/cgroup`` names it (a systemd service's group, a delegated user scope, a
+    container's root): ``C/pysandbox/<group>``.  The controllers are enabled in the
+    ``cgroup.subtree_control`` of C and of ``pysandbox``; as v2 allows that only for a
+    group without processes, the processes of C are first moved into ``C/pysandbox-callers``
+    (``_cgroup_base``).  A non-root caller can do all this in a group delegated to it.
+    cgroup v1 (this project's CI host): one directory per hierarchy,
     ``<pids mount>/pysandbox/<group>`` and ``<memory mount>/pysandbox/<group>``, and the
     ``cpuacct`` hierarchy too when it is mounted (for the group's CPU time).  A host
-    with both (hybrid) uses, for each controller, v2 when the v2 root offers it, else v1.
+    with both (hybrid) uses, for each controller, v2 when C offers it, else v1.
     The hierarchies are found in ``/proc/self/mountinfo``, not by guessing paths.
 
 Safety
@@ -64,6 +70,7 @@ import threading
 import time
 from collections.abc import Iterable
 
+from ._cgroup_base import DEFAULT_FIX, enable, failure, open_ready_base
 from ._cgroup_files import (
     CONTROL_FILES,
     ControlFiles,
@@ -74,7 +81,7 @@ from ._cgroup_files import (
     read_keyed,
     write_control,
 )
-from ._cgroup_mounts import CPUACCT, LIMITED, Hierarchy, discover, missing
+from ._cgroup_mounts import CPUACCT, LIMITED, Hierarchy, discover, missing, open_base
 from ._errors import SandboxError
 from ._limits import MAX_LIMIT
 
@@ -100,44 +107,11 @@ _parent_lock = threading.Lock()
 
 _counter = itertools.count()
 
-#: The fix for a failed cgroup operation, by errno.
-_FIXES = {
-    errno.EACCES: (
-        "creating and configuring cgroups needs root (or a cgroup delegated to this user): "
-        "run as root, or without the per-sandbox cgroup limits"
-    ),
-    errno.EROFS: (
-        "the cgroup filesystem is mounted read-only (as in a container without its own "
-        "cgroup namespace): mount it read-write, e.g. run the container with "
-        "--cgroupns=private and a writable /sys/fs/cgroup"
-    ),
-    errno.ENOENT: (
-        "the controller is not enabled for this group: check that it is listed in "
-        "cgroup.controllers and not disabled on the kernel command line (cgroup_disable=)"
-    ),
-    errno.ENOSPC: (
-        "the host allows no more cgroups: raise cgroup.max.descendants / cgroup.max.depth "
-        "or wait for running sandboxes to end"
-    ),
-    errno.EAGAIN: (
-        "the host allows no more cgroups: raise cgroup.max.descendants / cgroup.max.depth "
-        "or wait for running sandboxes to end"
-    ),
-}
-_FIXES[errno.EPERM] = _FIXES[errno.EACCES]
-_DEFAULT_FIX = "check the cgroup setup of the host and the kernel log (dmesg)"
 #: The fix when cgroup v2 refuses to enable a controller for the children of a group.
 _INTERNAL_PROCESSES_FIX = (
     "processes live in that cgroup, and cgroup v2 enables controllers only for the "
     "children of a group without processes: move those processes into a child group"
 )
-
-
-def _failure(action: str, path: str, exc: OSError, fix: str | None = None) -> SandboxError:
-    """A ``SandboxError`` saying which operation on which file failed, why, and the fix."""
-    if fix is None:
-        fix = _FIXES.get(exc.errno or 0, _DEFAULT_FIX)
-    return SandboxError(f"cannot {action} {path}: {exc.strerror or exc}; {fix}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,7 +175,7 @@ class _Node:
     @property
     def path(self) -> str:
         """The group's path, for messages only (never opened by path)."""
-        return os.path.join(self.hierarchy.mountpoint, PARENT, self.name)
+        return os.path.join(self.hierarchy.home, PARENT, self.name)
 
     def close(self) -> None:
         """Close both descriptors (idempotent)."""
@@ -214,57 +188,47 @@ class _Node:
 # -- one group in one hierarchy: make, limit, read, remove ---------------------------------
 
 
-def _enable(dir_fd: int, name: str, controllers: frozenset[str], path: str) -> None:
-    """Enable ``controllers`` for the children of the group ``dir_fd`` (at ``path``) by
-    writing to its control file ``name`` (v2's ``cgroup.subtree_control``)."""
-    try:
-        enabled = set(read_control(dir_fd, name).split())
-        needed = sorted(controllers - enabled)
-        if needed:
-            write_control(dir_fd, name, " ".join(f"+{c}" for c in needed))
-    except OSError as exc:
-        fix = _INTERNAL_PROCESSES_FIX if exc.errno == errno.EBUSY else None
-        raise _failure("enable the controllers in", os.path.join(path, name), exc, fix) from exc
-
-
 def _open_parent(hierarchy: Hierarchy, controllers: frozenset[str], *, create: bool) -> int:
-    """A descriptor of ``<mount>/pysandbox``, made (and on v2 given ``controllers``) when
+    """A descriptor of ``<base>/pysandbox``, made (and on v2 given ``controllers``) when
     ``create``; raises ``SandboxError``, or ``FileNotFoundError`` without ``create``."""
-    subtree_control = CONTROL_FILES[hierarchy.version].subtree_control
-    root_path = hierarchy.mountpoint
-    try:
-        root_fd = open_dir(root_path, hierarchy.dev)
-    except OSError as exc:
-        raise _failure("open the cgroup hierarchy", root_path, exc) from exc
-    parent_path = os.path.join(root_path, PARENT)
+    parent_path = os.path.join(hierarchy.home, PARENT)
+    if create:
+        base_fd = open_ready_base(hierarchy, controllers)
+    else:
+        try:
+            base_fd = open_base(hierarchy)
+        except OSError as exc:
+            if isinstance(exc, FileNotFoundError):
+                raise
+            raise failure("open the cgroup", hierarchy.home, exc, hierarchy) from exc
     try:
         if create:
-            if subtree_control is not None:
-                _enable(root_fd, subtree_control, controllers, root_path)
             try:
-                os.mkdir(PARENT, 0o755, dir_fd=root_fd)
+                os.mkdir(PARENT, 0o755, dir_fd=base_fd)
             except FileExistsError:
                 pass
             except OSError as exc:
-                raise _failure("create the cgroup", parent_path, exc) from exc
+                raise failure("create the cgroup", parent_path, exc, hierarchy) from exc
         try:
-            parent_fd = open_dir(PARENT, hierarchy.dev, dir_fd=root_fd)
+            parent_fd = open_dir(PARENT, hierarchy.dev, dir_fd=base_fd)
         except FileNotFoundError as exc:
             if not create:
                 raise
             raise SandboxError(
-                f"cannot open the cgroup {parent_path}: it vanished; {_DEFAULT_FIX}"
+                f"cannot open the cgroup {parent_path}: it vanished; {DEFAULT_FIX}"
             ) from exc
         except OSError as exc:
-            raise _failure("open the cgroup", parent_path, exc) from exc
+            raise failure("open the cgroup", parent_path, exc, hierarchy) from exc
     finally:
-        os.close(root_fd)
-    if create and subtree_control is not None:
+        os.close(base_fd)
+    if create and hierarchy.version == 2:
         try:
-            _enable(parent_fd, subtree_control, controllers, parent_path)
-        except BaseException:
+            enable(parent_fd, controllers, hierarchy)
+        except OSError as exc:
             os.close(parent_fd)
-            raise
+            fix = _INTERNAL_PROCESSES_FIX if exc.errno == errno.EBUSY else None
+            path = os.path.join(parent_path, "cgroup.subtree_control")
+            raise failure("enable the controllers in", path, exc, hierarchy, fix) from exc
     return parent_fd
 
 
@@ -277,7 +241,7 @@ def _make(node: _Node, name: str) -> None:
     try:
         node.fd = open_dir(name, node.hierarchy.dev, dir_fd=node.parent_fd)
     except OSError as exc:
-        raise _failure("open the cgroup", node.path, exc) from exc
+        raise failure("open the cgroup", node.path, exc, node.hierarchy) from exc
 
 
 def _make_locked(node: _Node, name: str, limited: frozenset[str]) -> None:
@@ -304,7 +268,7 @@ def _make_locked(node: _Node, name: str, limited: frozenset[str]) -> None:
                 continue
             path = node.path
             node.name = ""  # not ours: never to be removed
-            raise _failure("create the cgroup", path, exc) from exc
+            raise failure("create the cgroup", path, exc, node.hierarchy) from exc
         return
 
 
@@ -318,7 +282,7 @@ def _set(node: _Node, limit: LimitFile, value: str) -> bool:
             return False
         advice = limit.fix if exc.errno == errno.ENOENT else None
         path = os.path.join(node.path, limit.name)
-        raise _failure(f"set {value} in", path, exc, advice) from exc
+        raise failure(f"set {value} in", path, exc, node.hierarchy, advice) from exc
     return True
 
 
@@ -328,9 +292,9 @@ def _check(node: _Node, file: str, most: int) -> None:
     try:
         text = read_control(node.fd, file).strip()
     except OSError as exc:
-        raise _failure("read back", path, exc) from exc
+        raise failure("read back", path, exc, node.hierarchy) from exc
     if not text.isdigit() or int(text) > most:
-        raise SandboxError(f"the limit in {path} is {text!r} after setting {most}; {_DEFAULT_FIX}")
+        raise SandboxError(f"the limit in {path} is {text!r} after setting {most}; {DEFAULT_FIX}")
 
 
 def _set_cap(node: _Node, limits: tuple[LimitFile, ...], cap: int) -> None:
@@ -701,7 +665,7 @@ class SandboxCgroup:
         owner = f"{os.getpid()}-{_pid_namespace()}"
         name = f"{PARENT}-{owner}-{next(_counter)}-{secrets.token_hex(4)}"
         # The limits first (their failures are the ones to report), cpuacct last.
-        order = sorted(needed, key=lambda h: (needed[h] == {CPUACCT}, h.mountpoint))
+        order = sorted(needed, key=lambda h: (needed[h] == {CPUACCT}, h.home))
         for hierarchy in order:
             node = _Node(hierarchy, needed[hierarchy])
             self._nodes.append(node)
@@ -722,7 +686,8 @@ class SandboxCgroup:
                     "cgroup.procs", os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=node.fd
                 )
             except OSError as exc:
-                raise _failure("open", os.path.join(node.path, "cgroup.procs"), exc) from exc
+                path = os.path.join(node.path, "cgroup.procs")
+                raise failure("open", path, exc, node.hierarchy) from exc
             self._procs_fds.append(fd)
         self._cpu_fd = _open_cpu_counter(self._nodes)
 
@@ -817,9 +782,10 @@ def probe() -> CgroupSupport:
 
     Each controller is tried for real: a trial group is made with a limit set, then
     removed, and so is the parent group ``pysandbox`` when the probe made it.  On cgroup
-    v2 the controllers the probe enabled in the root's ``cgroup.subtree_control`` stay
-    enabled (as the first sandbox would leave them: turning them off could break another
-    user of the hierarchy, and they cost nothing while no group uses them).
+    v2 the controllers the probe enabled in the base's ``cgroup.subtree_control`` stay
+    enabled, and the base's processes stay in ``pysandbox-callers`` (as the first
+    sandbox would leave them: turning the controllers off could break another user of
+    the hierarchy, and they cost nothing while no group uses them).
     """
     global _probed
     with _probe_lock:
@@ -871,7 +837,7 @@ def _probe() -> CgroupSupport:
 
 
 def _parent_exists(hierarchy: Hierarchy) -> bool:
-    """Whether ``<mount>/pysandbox`` exists now."""
+    """Whether ``<base>/pysandbox`` exists now."""
     try:
         fd = _open_parent(hierarchy, frozenset(), create=False)
     except (OSError, SandboxError):
@@ -881,9 +847,9 @@ def _parent_exists(hierarchy: Hierarchy) -> bool:
 
 
 def _remove_parent(hierarchy: Hierarchy) -> None:
-    """Remove ``<mount>/pysandbox`` if it is empty (another sandbox may be using it)."""
+    """Remove ``<base>/pysandbox`` if it is empty (another sandbox may be using it)."""
     try:
-        root_fd = open_dir(hierarchy.mountpoint, hierarchy.dev)
+        root_fd = open_base(hierarchy)
     except OSError:
         return
     try:

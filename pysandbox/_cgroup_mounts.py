@@ -1,14 +1,21 @@
-"""Where the cgroup hierarchies are: found in ``/proc/self/mountinfo``, not by guessing
-paths.
+"""Where the cgroup hierarchies are, and where in each the sandboxes' groups go: found in
+``/proc/self/mountinfo`` and ``/proc/self/cgroup``, not by guessing paths.
 
 cgroup v2 is one hierarchy (most hosts); cgroup v1 is one hierarchy per controller, or
 per set of controllers mounted together; a hybrid host has both.  For each controller a
-sandbox may need, ``discover()`` chooses the v2 hierarchy when its root offers the
-controller, else the v1 hierarchy it is bound to.
+sandbox may need, ``discover()`` chooses the v2 hierarchy when it offers the controller
+where the groups go, else the v1 hierarchy the controller is bound to.
 
-``parse_mountinfo`` and ``choose`` are pure functions of their input, so the discovery
-of a v1, v2 or hybrid host can be tested on any host; only ``discover`` reads the running
-system (mountinfo, and the ``cgroup.controllers`` file of each v2 root).
+Where the groups go (a hierarchy's ``base``): on v1, the root of the hierarchy.  On v2,
+the caller's own cgroup, as ``/proc/self/cgroup`` names it: that is where systemd lets a
+service or a user session make groups (a cgroup delegated to it with ``Delegate=yes``),
+and where a container's cgroup namespace puts it.  When the caller was already moved
+into the leaf ``LEAF`` (see ``_cgroup``), the base is the leaf's parent.
+
+``parse_mountinfo``, ``own_cgroup``, ``base_of`` and ``choose`` are pure functions of
+their input, so the discovery of a v1, v2 or hybrid host can be tested on any host; only
+``discover`` reads the running system (mountinfo, /proc/self/cgroup, and the
+``cgroup.controllers`` file of each v2 base).
 """
 
 from __future__ import annotations
@@ -22,18 +29,28 @@ from ._cgroup_files import open_dir, read_bytes, read_control
 
 __all__ = [
     "CPUACCT",
+    "LEAF",
     "LIMITED",
     "Hierarchy",
+    "base_of",
     "choose",
     "discover",
     "hierarchies",
     "missing",
+    "open_base",
+    "own_cgroup",
     "parse_mountinfo",
     "unescape",
     "with_controllers",
 ]
 
 MOUNTINFO = "/proc/self/mountinfo"
+CGROUP = "/proc/self/cgroup"
+#: The child group of a v2 base that holds the processes that lived in the base itself,
+#: the caller among them: cgroup v2 enables controllers for the children of a group only
+#: when no process lives in it (the root group excepted).  ``_cgroup`` makes it when
+#: needed; a process in it has the leaf's parent as its base.
+LEAF = "pysandbox-callers"
 #: The controllers that carry a sandbox's limits.
 LIMITED = ("pids", "memory")
 #: The controller giving a group's CPU time on cgroup v1 (v2 counts CPU in every group).
@@ -49,9 +66,20 @@ class Hierarchy:
     mountpoint: str
     dev: int
     #: The controllers it offers, among ``LIMITED`` and ``CPUACCT`` (v1: bound to it, as
-    #: mountinfo lists them; v2: listed in its root's ``cgroup.controllers``, which
+    #: mountinfo lists them; v2: listed in its base's ``cgroup.controllers``, which
     #: ``with_controllers`` reads: empty until then).
     controllers: frozenset[str]
+    #: The directory whose child ``pysandbox`` holds the sandboxes' groups: the mount
+    #: point on v1, the caller's own cgroup on v2 (``base_of``); "" for the mount point.
+    base: str = ""
+    #: The group of the hierarchy that is mounted at the mount point (mountinfo's root
+    #: field): "/" unless a subtree is mounted, as in a container.
+    root: str = "/"
+
+    @property
+    def home(self) -> str:
+        """The absolute path of the directory the sandboxes' parent group goes in."""
+        return self.base or self.mountpoint
 
 
 def unescape(field: str) -> str:
@@ -93,6 +121,7 @@ def parse_mountinfo(text: str) -> list[Hierarchy]:
         except ValueError:
             continue
         mountpoint = unescape(fields[4])
+        root = unescape(fields[3])
         if fstype == "cgroup":
             controllers = frozenset(tail_fields[2].split(",")) & {*LIMITED, CPUACCT}
             version = 1
@@ -100,33 +129,85 @@ def parse_mountinfo(text: str) -> list[Hierarchy]:
             controllers = frozenset()
             version = 2
         rank = 0 if mountpoint.startswith("/sys/fs/cgroup") else 1
-        found.append((rank, Hierarchy(version, mountpoint, os.makedev(major, minor), controllers)))
+        dev = os.makedev(major, minor)
+        found.append((rank, Hierarchy(version, mountpoint, dev, controllers, root=root)))
     return [hierarchy for _rank, hierarchy in sorted(found, key=lambda item: item[0])]
 
 
-def with_controllers(hierarchy: Hierarchy) -> Hierarchy | None:
-    """A v2 hierarchy with the controllers its root's ``cgroup.controllers`` lists (none
-    when that file cannot be read); None when its mount point cannot be opened as the
-    very mount mountinfo names.  A v1 hierarchy is returned as it is."""
+def own_cgroup(text: str) -> str | None:
+    """The caller's cgroup v2 group, from the ``text`` of ``/proc/self/cgroup`` (its
+    ``0::PATH`` line); None without one, or when it was removed (`` (deleted)``)."""
+    for line in text.splitlines():
+        if line.startswith("0::/"):
+            path = line[3:]
+            return None if path.endswith(" (deleted)") else path
+    return None
+
+
+def base_of(hierarchy: Hierarchy, own: str | None) -> str | None:
+    """Where the sandboxes' groups go in ``hierarchy``: v1, its mount point; v2, the
+    caller's own group ``own`` (the parent of ``LEAF`` when ``own`` is that leaf) under
+    the mount point.  None on v2 when ``own`` is unknown or not inside the mounted
+    subtree (a process outside a container's cgroup namespace sees ``/..`` paths)."""
     if hierarchy.version == 1:
-        return hierarchy
+        return hierarchy.mountpoint
+    if own is None:
+        return None
+    parts = [part for part in own.split("/") if part]
+    mounted = [part for part in hierarchy.root.split("/") if part]
+    if parts[: len(mounted)] != mounted or ".." in parts:
+        return None
+    parts = parts[len(mounted) :]
+    if parts and parts[-1] == LEAF:
+        parts.pop()
+    return os.path.join(hierarchy.mountpoint, *parts)
+
+
+def open_base(hierarchy: Hierarchy) -> int:
+    """Open ``hierarchy.home``: the mount point checked to be the very mount mountinfo
+    names, then each directory below it opened on its own (no symlink followed, the
+    same mount throughout).  The descriptor is the caller's to close."""
+    fd = open_dir(hierarchy.mountpoint, hierarchy.dev)
+    relative = os.path.relpath(hierarchy.home, hierarchy.mountpoint)
+    for part in [] if relative == "." else relative.split("/"):
+        try:
+            below = open_dir(part, hierarchy.dev, dir_fd=fd)
+        finally:
+            os.close(fd)
+        fd = below
+    return fd
+
+
+def with_controllers(hierarchy: Hierarchy, own: str | None = "/") -> Hierarchy | None:
+    """``hierarchy`` with its ``base`` set (``base_of``) and, on v2, the controllers its
+    base's ``cgroup.controllers`` lists (none when that file cannot be read).  None when
+    its mount point cannot be opened as the very mount mountinfo names, or a v2 base
+    cannot be found."""
+    base = base_of(hierarchy, own)
+    if base is None:
+        return None
+    hierarchy = dataclasses.replace(hierarchy, base=base)
     try:
-        root_fd = open_dir(hierarchy.mountpoint, hierarchy.dev)
+        fd = open_base(hierarchy)
     except OSError:
         return None
     try:
-        controllers = frozenset(read_control(root_fd, "cgroup.controllers").split())
-    except OSError:
-        controllers = frozenset()
+        if hierarchy.version == 1:
+            return hierarchy
+        try:
+            controllers = frozenset(read_control(fd, "cgroup.controllers").split())
+        except OSError:
+            controllers = frozenset()
     finally:
-        os.close(root_fd)
+        os.close(fd)
     return dataclasses.replace(hierarchy, controllers=controllers)
 
 
-def hierarchies(mountinfo: str) -> list[Hierarchy]:
-    """The hierarchies of ``parse_mountinfo(mountinfo)`` that can be opened, each v2 one
-    with its controllers read from its root."""
-    found = (with_controllers(hierarchy) for hierarchy in parse_mountinfo(mountinfo))
+def hierarchies(mountinfo: str, own: str | None = "/") -> list[Hierarchy]:
+    """The hierarchies of ``parse_mountinfo(mountinfo)`` that can be opened, each with
+    its base for a caller whose v2 group is ``own``, and each v2 one with the
+    controllers its base offers."""
+    found = (with_controllers(hierarchy, own) for hierarchy in parse_mountinfo(mountinfo))
     return [hierarchy for hierarchy in found if hierarchy is not None]
 
 
@@ -161,17 +242,23 @@ _discovered: dict[str, Hierarchy] | None = None
 _discover_lock = threading.Lock()
 
 
+def _read_text(path: str) -> str:
+    """A /proc file's text; "" when it cannot be read."""
+    try:
+        return read_bytes(path, None).decode("utf-8", "surrogateescape")
+    except OSError:
+        return ""
+
+
 def discover() -> dict[str, Hierarchy]:
-    """``choose`` among this host's hierarchies, from ``/proc/self/mountinfo``; cached per
-    process (none found when mountinfo cannot be read)."""
+    """``choose`` among this host's hierarchies, from ``/proc/self/mountinfo`` and (for
+    the v2 base) ``/proc/self/cgroup``; cached per process (none found when mountinfo
+    cannot be read)."""
     global _discovered
     with _discover_lock:
         if _discovered is None:
-            try:
-                text = read_bytes(MOUNTINFO, None).decode("utf-8", "surrogateescape")
-            except OSError:
-                text = ""
-            _discovered = choose(hierarchies(text))
+            own = own_cgroup(_read_text(CGROUP))
+            _discovered = choose(hierarchies(_read_text(MOUNTINFO), own))
         return dict(_discovered)
 
 
@@ -179,8 +266,17 @@ def missing(controller: str) -> str:
     """Why ``controller`` ("pids", "memory", or "pids and memory") cannot be used at all,
     and the fix."""
     plural = "s" if " " in controller else ""
+    v2 = next((h for h in parse_mountinfo(_read_text(MOUNTINFO)) if h.version == 2), None)
+    own = own_cgroup(_read_text(CGROUP))
+    base = base_of(v2, own) if v2 is not None else None
+    where = (
+        f"not in the cgroup.controllers of this process's cgroup v2 group {base}"
+        if base is not None
+        else "and no cgroup v2 group of this process was found"
+    )
     return (
-        f"no cgroup hierarchy offers the {controller} controller{plural} (not mounted as "
-        f"cgroup v1, and not in the cgroup v2 root's cgroup.controllers): enable {controller} "
-        f"in the kernel and mount it, or run without the per-sandbox {controller} limit{plural}"
+        f"no cgroup hierarchy offers the {controller} controller{plural} here (not mounted as "
+        f"cgroup v1, {where}): on cgroup v2, have {controller} delegated to this process's "
+        f"group (systemd: Delegate=yes in its unit, or systemd-run --user --scope -p "
+        f"Delegate=yes -- COMMAND) or enabled in its parents' cgroup.subtree_control"
     )

@@ -77,13 +77,14 @@ def confine(
         return
     with SandboxCgroup(processes=want_pids, memory=want_memory) as group:
         version = f"cgroup v{support.version}"
+        where = f" (groups under {os.path.dirname(group.paths[0])})" if group.paths else ""
         if want_pids is not None:
-            processes_by = f"{version} pids controller, this sandbox only"
+            processes_by = f"{version} pids controller, this sandbox only{where}"
             limits = base
         else:
             fallback = _without_cgroup(processes, base, support.reason)
             processes_by, limits = fallback.processes_by, fallback.rlimits
-        memory_by = f"{version} memory controller, this sandbox only" if want_memory else ""
+        memory_by = f"{version} memory controller, this sandbox only{where}" if want_memory else ""
         yield Confinement(
             processes_by, memory_by, limits, group.procs_fds, group, group.cpu_counter
         )
@@ -97,7 +98,10 @@ def _without_cgroup(processes: int, base: list[tuple[int, int, int]], reason: st
         cap = _processes_of(os.getuid()) + processes
         if hard != resource.RLIM_INFINITY:
             cap = min(cap, hard)
-        by = "RLIMIT_NPROC of the caller's uid, above its current count"
+        by = (
+            "RLIMIT_NPROC of the caller's uid, above its current count: concurrent sandboxes "
+            "of this uid share one count"
+        )
     note = f" (no cgroup: {reason})" if reason else ""
     rlimits = [*base, (resource.RLIMIT_NPROC, cap, cap)]
     return Confinement(by + note, "", rlimits, [], None)

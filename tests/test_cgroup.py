@@ -44,7 +44,7 @@ def requires(*controllers: str) -> None:
 
 def parents() -> list[Path]:
     """The parent ``pysandbox`` group in every hierarchy a sandbox may use."""
-    mounts = {hierarchy.mountpoint for hierarchy in discover().values()}
+    mounts = {hierarchy.home for hierarchy in discover().values()}
     return [Path(mount, PARENT) for mount in sorted(mounts)]
 
 
@@ -221,8 +221,11 @@ print(json.dumps([support.pids, support.memory, support.version, support.reason,
     assert result.returncode == 0, result.stderr
     pids, memory, version, reason, error = json.loads(result.stdout)
     assert (pids, memory, version) == (False, False, SUPPORT.version)
-    assert "needs root" in reason
-    assert error is not None and "/sys/fs/cgroup" in error and "run as root" in error
+    # The fix names both ways to get cgroups: root, or a delegated cgroup v2 group.
+    expected = "only root" if SUPPORT.version == 1 else "not delegated to uid 65534"
+    assert expected in reason and "Delegate=yes" in reason
+    assert error is not None and "/sys/fs/cgroup" in error
+    assert "systemd-run --user --scope -p Delegate=yes -- COMMAND" in error
 
 
 # -- making and removing -------------------------------------------------------------------

@@ -44,7 +44,14 @@ from pysandbox._cgroup import (
     _read_usage,
     _set_limits,
 )
-from pysandbox._cgroup_mounts import Hierarchy, choose, hierarchies, parse_mountinfo
+from pysandbox._cgroup_mounts import (
+    Hierarchy,
+    base_of,
+    choose,
+    hierarchies,
+    own_cgroup,
+    parse_mountinfo,
+)
 from pysandbox._errors import SandboxError
 
 pytestmark = pytest.mark.no_bwrap
@@ -350,8 +357,9 @@ def test_discovery_finds_a_v2_hierarchy_and_its_controllers(tmp_path: Path) -> N
     """The whole v2 discovery, but for reading /proc: a cgroup2 line of mountinfo, the
     mount point opened and checked by device number, its ``cgroup.controllers`` read."""
     hierarchy = lay_out(tmp_path / "unified v2", 2)
+    root = str(tmp_path / "unified v2")
     assert hierarchy == Hierarchy(
-        2, str(tmp_path / "unified v2"), os.stat(tmp_path).st_dev, DEBIAN_12_CONTROLLERS
+        2, root, os.stat(tmp_path).st_dev, DEBIAN_12_CONTROLLERS, base=root
     )
     # Beside this host's v1 mounts (hybrid), v2 now offers pids and memory: it wins.
     chosen = choose([*parse_mountinfo(THIS_HOST_V1), hierarchy])
@@ -584,3 +592,74 @@ def test_kill_writes_cgroup_kill_on_v2_only(fake: Fake) -> None:
     group = SandboxCgroup._adopt([fake.node])
     assert group.kill(timeout=0.1)
     assert fake.read("cgroup.kill") == ("1" if fake.version == 2 else "")
+
+
+# -- where the groups go on v2: the caller's own group ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("0::/system.slice/app.service\n", "/system.slice/app.service"),
+        # A hybrid host lists v1 hierarchies first; only the 0:: line is v2.
+        ("4:memory:/x\n1:name=systemd:/y\n0::/user.slice\n", "/user.slice"),
+        ("0::/\n", "/"),
+        ("0::/gone (deleted)\n", None),
+        ("4:memory:/x\n", None),
+    ],
+)
+def test_own_cgroup_is_the_v2_line(text: str, expected: str | None) -> None:
+    assert own_cgroup(text) == expected
+
+
+V2 = Hierarchy(2, "/sys/fs/cgroup", os.makedev(0, 26), frozenset())
+
+
+@pytest.mark.parametrize(
+    ("hierarchy", "own", "expected"),
+    [
+        # A systemd service, and a delegated user scope: their own group.
+        (V2, "/system.slice/app.service", "/sys/fs/cgroup/system.slice/app.service"),
+        (
+            V2,
+            "/user.slice/user-1000.slice/user@1000.service/app.slice/run-r1.scope",
+            "/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/app.slice/run-r1.scope",
+        ),
+        # Moved into the leaf already: the base is the leaf's parent.
+        (
+            V2,
+            "/system.slice/app.service/pysandbox-callers",
+            "/sys/fs/cgroup/system.slice/app.service",
+        ),
+        (V2, "/pysandbox-callers", "/sys/fs/cgroup"),
+        (V2, "/", "/sys/fs/cgroup"),
+        # A container's subtree mounted at /sys/fs/cgroup (root field of mountinfo).
+        (dataclasses.replace(V2, root="/docker/abc"), "/docker/abc/app", "/sys/fs/cgroup/app"),
+        (dataclasses.replace(V2, root="/docker/abc"), "/docker/abc", "/sys/fs/cgroup"),
+        # Outside the mounted subtree, or unknown: no base.
+        (dataclasses.replace(V2, root="/docker/abc"), "/docker/other", None),
+        (V2, "/../../x", None),
+        (V2, None, None),
+        # v1: always the mount point.
+        (Hierarchy(1, "/sys/fs/cgroup/pids", 1, frozenset({"pids"})), None, "/sys/fs/cgroup/pids"),
+    ],
+)
+def test_the_base_is_the_callers_own_group_on_v2(
+    hierarchy: Hierarchy, own: str | None, expected: str | None
+) -> None:
+    assert base_of(hierarchy, own) == expected
+
+
+def test_a_v2_base_below_the_mount_gets_its_own_controllers(tmp_path: Path) -> None:
+    """The controllers of a v2 hierarchy are those the caller's group offers, not the
+    root's: a user's delegated scope may have fewer."""
+    root = tmp_path / "v2"
+    lay_out(root, 2)
+    scope = root / "user.slice" / "run-r1.scope"
+    scope.mkdir(parents=True)
+    (scope / "cgroup.controllers").write_text("memory pids\n")
+    dev = os.stat(root).st_dev
+    line = f"70 22 {os.major(dev)}:{os.minor(dev)} / {root} rw - cgroup2 cgroup2 rw"
+    (found,) = hierarchies(line, "/user.slice/run-r1.scope")
+    assert (found.home, found.controllers) == (str(scope), frozenset({"memory", "pids"}))
+    assert hierarchies(line, "/user.slice/absent.scope") == []

@@ -161,7 +161,7 @@ def cgroups_of(pid: int) -> list[Path]:
     """pysandbox's cgroups made by the process ``pid`` (by their name), in every
     hierarchy."""
     found = []
-    for mount in sorted({hierarchy.mountpoint for hierarchy in discover().values()}):
+    for mount in sorted({hierarchy.home for hierarchy in discover().values()}):
         with contextlib.suppress(FileNotFoundError):
             found += [
                 entry
