@@ -5,12 +5,11 @@ cgroup v2 enables a controller for the children of a group only while no process
 in the group itself (the "no internal processes" rule; the root group is exempt).  The
 base of a v2 hierarchy is the caller's own group (``_cgroup_mounts.base_of``), which
 holds the caller: a systemd service's group, a user's ``systemd-run --scope``, a
-container's namespace root.  So when enabling fails with ``EBUSY``, every process of the
-base is moved into its child group ``LEAF`` (the caller among them, and the other
-processes of the service, which stay in its group's subtree), and enabling is tried
-again.  This is what systemd asks of a delegated service (``Delegate=yes``): to keep its
-processes in leaves of its own.  The base then holds two children: ``LEAF`` and
-``pysandbox`` (the sandboxes' parent).
+container's namespace root.  So before enabling, every process of the base is moved
+into its child group ``LEAF`` (the caller among them, and the other processes of the
+service, which stay in its group's subtree).  This is what systemd asks of a delegated
+service (``Delegate=yes``): to keep its processes in leaves of its own.  The base then
+holds two children: ``LEAF`` and ``pysandbox`` (the sandboxes' parent).
 
 A process that is not allowed to write the base's control files (a non-root caller
 whose group is not delegated to it) gets a ``SandboxError`` naming the fix:
@@ -95,8 +94,8 @@ def failure(
 
 
 def enable(dir_fd: int, controllers: frozenset[str], hierarchy: Hierarchy) -> None:
-    """Enable ``controllers`` for the children of the v2 group ``dir_fd`` (at ``path``);
-    raises ``OSError`` as the kernel refuses (``EBUSY``: processes live in it)."""
+    """Enable ``controllers`` for the children of the v2 group ``dir_fd``; raises
+    ``OSError`` as the kernel refuses (``EBUSY``: processes live in it)."""
     name = CONTROL_FILES[hierarchy.version].subtree_control
     if name is None:
         return
@@ -107,13 +106,17 @@ def enable(dir_fd: int, controllers: frozenset[str], hierarchy: Hierarchy) -> No
 
 
 def _move_into_leaf(base_fd: int, hierarchy: Hierarchy) -> None:
-    """Move every process of the base group into its child ``LEAF`` (made if needed).
-    A process that exits meanwhile is skipped; raises ``OSError`` otherwise."""
+    """Move every process of the base group into its child ``LEAF`` (made if needed,
+    and only then).  A process that exits meanwhile is skipped; raises ``OSError``
+    otherwise."""
+    pids = read_control(base_fd, "cgroup.procs").split()
+    if not pids:
+        return
     with contextlib.suppress(FileExistsError):
         os.mkdir(LEAF, 0o755, dir_fd=base_fd)
     leaf_fd = open_dir(LEAF, hierarchy.dev, dir_fd=base_fd)
     try:
-        for word in read_control(base_fd, "cgroup.procs").split():
+        for word in pids:
             try:
                 write_control(leaf_fd, "cgroup.procs", word)
             except ProcessLookupError:
@@ -141,20 +144,36 @@ def open_ready_base(hierarchy: Hierarchy, controllers: frozenset[str]) -> int:
 
 
 def _enable_in_base(base_fd: int, controllers: frozenset[str], hierarchy: Hierarchy) -> None:
-    """The v2 part of ``open_ready_base``."""
+    """The v2 part of ``open_ready_base``: unless the base is the hierarchy's root group
+    (the only one allowed processes beside children with controllers: it has no
+    ``cgroup.type``), move its processes into ``LEAF`` and enable ``controllers``.
+
+    The move comes first, not only on ``EBUSY``: a group with processes where a threaded
+    controller (``pids``) is enabled becomes a thread root, and the kernel then accepts
+    ``+pids`` but refuses domain controllers (``memory``) below it with ``EOPNOTSUPP``.
+    A process that enters the base later (a unit's ``ExecReload=``) is moved by the next
+    call."""
     path = os.path.join(hierarchy.home, "cgroup.subtree_control")
+    try:
+        os.stat("cgroup.type", dir_fd=base_fd, follow_symlinks=False)
+        root_group = False
+    except FileNotFoundError:
+        root_group = True
+    except OSError as exc:
+        raise failure("read", path, exc, hierarchy) from exc
     for _ in range(_ROUNDS):
+        if not root_group:
+            try:
+                _move_into_leaf(base_fd, hierarchy)
+            except OSError as exc:
+                leaf = os.path.join(hierarchy.home, LEAF)
+                raise failure("move the processes of its group into", leaf, exc, hierarchy) from exc
         try:
             enable(base_fd, controllers, hierarchy)
             return
         except OSError as exc:
-            if exc.errno != errno.EBUSY:
+            if exc.errno != errno.EBUSY or root_group:
                 raise failure("enable the controllers in", path, exc, hierarchy) from exc
-        try:
-            _move_into_leaf(base_fd, hierarchy)
-        except OSError as exc:
-            leaf = os.path.join(hierarchy.home, LEAF)
-            raise failure("move the processes of its group into", leaf, exc, hierarchy) from exc
     raise SandboxError(
         f"cannot enable the controllers in {path}: processes keep entering that group; "
         f"move them into a child group (cgroup v2 gives controllers only to the children "

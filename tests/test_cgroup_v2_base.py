@@ -32,8 +32,10 @@ from pysandbox._cgroup_mounts import LEAF, Hierarchy, base_of, own_cgroup, parse
 
 pytestmark = pytest.mark.no_bwrap
 
-#: Controllers a test group may use, the first one its parent offers.
-CANDIDATES = ("pids", "memory", "hugetlb")
+#: Domain controllers a test group may use, the first one its parent offers: for a
+#: domain controller the kernel refuses processes beside children (threaded ones, such
+#: as pids, have a rule of their own, tested below).
+CANDIDATES = ("memory", "hugetlb", "io")
 
 
 def _v2_mount() -> Hierarchy | None:
@@ -42,14 +44,14 @@ def _v2_mount() -> Hierarchy | None:
     return found[0] if found else None
 
 
-def _controller_for(parent: Path) -> str | None:
+def _controller_for(parent: Path, candidates: tuple[str, ...] = CANDIDATES) -> str | None:
     """A controller the children of ``parent`` get (enabled in it here if need be)."""
     offered = (parent / "cgroup.controllers").read_text().split()
     enabled = (parent / "cgroup.subtree_control").read_text().split()
-    for name in CANDIDATES:
+    for name in candidates:
         if name in enabled:
             return name
-    for name in CANDIDATES:
+    for name in candidates:
         if name in offered:
             with contextlib.suppress(OSError):
                 (parent / "cgroup.subtree_control").write_text(f"+{name}")
@@ -58,7 +60,9 @@ def _controller_for(parent: Path) -> str | None:
 
 
 @contextlib.contextmanager
-def service_group() -> Iterator[tuple[Hierarchy, Path, str]]:
+def service_group(
+    candidates: tuple[str, ...] = CANDIDATES,
+) -> Iterator[tuple[Hierarchy, Path, str]]:
     """A fresh group at the top of the v2 hierarchy, as a service's own group; removed
     afterwards with everything below it.  Yields the hierarchy (base = the group), the
     group's path and a controller its children can get."""
@@ -68,9 +72,9 @@ def service_group() -> Iterator[tuple[Hierarchy, Path, str]]:
     if mount is None:
         pytest.skip("no cgroup v2 hierarchy is mounted")
     top = Path(mount.mountpoint)
-    controller = _controller_for(top)
+    controller = _controller_for(top, candidates)
     if controller is None:
-        pytest.skip(f"the cgroup v2 root offers none of {CANDIDATES}")
+        pytest.skip(f"the cgroup v2 root offers none of {candidates}")
     group = top / f"pysandbox-test-{secrets.token_hex(4)}"
     group.mkdir()
     offered = (group / "cgroup.controllers").read_text().split()
@@ -132,6 +136,31 @@ def test_the_processes_of_the_base_move_into_a_leaf_before_the_controllers() -> 
             for worker in workers:
                 worker.kill()
                 worker.wait()
+
+
+def test_pids_first_does_not_leave_the_base_a_thread_root() -> None:
+    """The probe tries pids alone first.  The kernel lets a group with processes enable
+    pids (a threaded controller), and such a group is a thread root: a domain controller
+    (memory) is then refused below it with EOPNOTSUPP.  The processes move first, so the
+    sandboxes' parent gets both."""
+    with service_group(("pids",)) as (hierarchy, group, _pids):
+        domain = _controller_for(group, CANDIDATES)
+        if domain is None:
+            pytest.skip(f"the cgroup v2 root offers pids but none of {CANDIDATES}")
+        worker = subprocess.Popen(["sleep", "60"])
+        try:
+            (group / "cgroup.procs").write_text(str(worker.pid))
+            os.close(open_ready_base(hierarchy, frozenset({"pids"})))
+            os.close(open_ready_base(hierarchy, frozenset({"pids", domain})))
+            parent = group / "pysandbox"
+            parent.mkdir()
+            (parent / "cgroup.subtree_control").write_text(f"+pids +{domain}")
+            assert sorted((parent / "cgroup.subtree_control").read_text().split()) == sorted(
+                ["pids", domain]
+            )
+        finally:
+            worker.kill()
+            worker.wait()
 
 
 #: Runs as root until it has joined the group (argv[1]), then as UNPRIVILEGED_UID:
