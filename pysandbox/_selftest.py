@@ -12,8 +12,9 @@ import os
 import socket
 from collections.abc import Callable
 
-from ._cgroup import probe
+from ._cgroup import PARENT, probe
 from ._cgroup_base import DELEGATION
+from ._cgroup_mounts import discover
 from ._confine import confine
 from ._errors import SandboxError
 from ._limits import Limits
@@ -163,6 +164,47 @@ def _check_memory() -> Check:
     return Check("total memory cap", False, detail, f"run as root, or {DELEGATION}")
 
 
+#: The extended attributes systemd (251+) sets on a cgroup it delegates (Delegate=yes).
+_DELEGATE_XATTRS = ("trusted.delegate", "user.delegate")
+
+
+def _delegated(path: str) -> bool:
+    """Whether systemd marked the group ``path`` as delegated."""
+    for name in _DELEGATE_XATTRS:
+        try:
+            if os.getxattr(path, name).strip(b"\0") in (b"1", b"yes", b"true"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _check_placement() -> Check:
+    """Where the groups go, and on cgroup v2 under systemd, that the group is delegated:
+    systemd leaves a delegated group's subtree alone and keeps a unit running when the
+    kernel OOM-kills a sandbox's process (OOMPolicy= defaults to continue with
+    Delegate=yes, to stop without)."""
+    name = "cgroup placement"
+    fix = f"run as root, or {DELEGATION}"
+    support = probe()
+    if not (support.pids or support.memory):
+        return Check(name, False, "no per-sandbox cgroups (see above)", fix)
+    homes = sorted({h.home for c, h in discover().items() if c in ("pids", "memory")})
+    where = ", ".join(os.path.join(home, PARENT) for home in homes)
+    v2 = [h.home for c, h in discover().items() if c in ("pids", "memory") and h.version == 2]
+    unit = v2[0] if v2 and v2[0].endswith((".service", ".scope")) else None
+    if unit is None or _delegated(unit) or os.geteuid() != 0:
+        delegated = " (a systemd unit's group delegated to this caller)" if unit else ""
+        return Check(name, True, f"groups under {where}{delegated}")
+    detail = (
+        f"groups under {where}, but systemd did not delegate {unit}: it may change that "
+        "group's controllers, and stops the unit when the kernel OOM-kills a process of a "
+        "sandbox over its memory cap (OOMPolicy=stop, the default without Delegate=yes)"
+    )
+    unit_fix = "add Delegate=yes (and OOMPolicy=continue) to the unit's [Service] section"
+    return Check(name, False, detail, unit_fix)
+
+
 def _check_cpu() -> Check:
     with confine(processes=16, memory_total=None, rlimits=[]) as confinement:
         exact = confinement.cpu_counter >= 0
@@ -214,6 +256,7 @@ def selftest() -> SelftestReport:
         _check_processes,
         _check_memory,
         _check_cpu,
+        _check_placement,
         _check_network,
     ]
     results = []

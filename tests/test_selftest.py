@@ -24,6 +24,7 @@ def test_every_protection_holds_on_this_host() -> None:
         "process cap",
         "total memory cap",
         "CPU time of the whole tree",
+        "cgroup placement",
         "network",
     ]
     if os.geteuid() == 0:
@@ -58,6 +59,7 @@ def test_a_non_root_caller_without_a_delegated_cgroup_is_told_the_fix(
         "process cap": "[NO ]",
         "total memory cap": "[NO ]",
         "CPU time of the whole tree": "[NO ]",
+        "cgroup placement": "[NO ]",
         "network": "[yes]",
     }, out.stdout
     cap = lines.index(next(line for line in lines if line.startswith("[NO ] process cap")))
