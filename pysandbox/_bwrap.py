@@ -10,9 +10,11 @@ import functools
 import os
 import secrets
 import shutil
+import struct
 import sys
 import sysconfig
 from collections.abc import Iterable, Sequence
+from typing import BinaryIO
 
 from . import _sandbox
 from ._cgroup_mounts import unescape
@@ -25,6 +27,7 @@ __all__ = [
     "KERNEL_DIRS",
     "MAIN_NAME",
     "MAIN_PATH",
+    "MOVED_ROOT",
     "SANDBOX_PATH",
     "SECCOMP_FD",
     "WORKDIR",
@@ -40,6 +43,9 @@ __all__ = [
     "init_prefix",
     "is_within",
     "kernel_mount_points",
+    "loader_paths",
+    "movable",
+    "moved_venv_config",
     "namespace_options",
     "overlaps",
     "parent_dirs",
@@ -48,6 +54,7 @@ __all__ = [
     "run_options",
     "sandbox_identity",
     "seccomp_program",
+    "shown_at",
     "system_mounts",
 ]
 
@@ -68,6 +75,11 @@ SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 #: Where pysandbox's init executable is, inside the sandbox.
 INIT_PATH = "/.pysandbox/init"
+#: Where the sandbox shows the interpreter's files that lie in a directory it must keep
+#: for itself (eval_in_sandbox's ``CODE_DIR``, when a venv lives in a user's home): at
+#: their host path below this directory, ``/home/ann/app/.venv`` as
+#: ``/.pysandbox/home/ann/app/.venv``.
+MOVED_ROOT = "/.pysandbox"
 
 
 def find_bwrap() -> str:
@@ -289,6 +301,143 @@ def _in_system_dirs(path: str) -> bool:
     return path == "/" or any(is_within(path, d) for d in SYSTEM_DIRS)
 
 
+def shown_at(path: str, moved: str | None) -> str:
+    """Where the sandbox shows the host's ``path`` of the interpreter: at the same path,
+    or below ``MOVED_ROOT`` when it lies within ``moved``."""
+    if moved is not None and is_within(path, moved):
+        return MOVED_ROOT + path
+    return path
+
+
+def _shown_link(where: str, target: str, moved: str | None) -> tuple[str, str]:
+    """A symlink of the interpreter's view as the sandbox shows it, ``(where, target)``:
+    moved with the files within ``moved``, and leading to what it leads to on the host.
+    An absolute target is moved like any path; a relative one stays relative while it
+    leads from a moved place to a moved one, or from one in place to one in place, and
+    becomes the absolute path it reaches otherwise."""
+    if target.startswith("/"):
+        return shown_at(where, moved), shown_at(target, moved)
+    reached = os.path.normpath(os.path.join(os.path.dirname(where), target))
+    if shown_at(where, moved) == where and shown_at(reached, moved) == reached:
+        return where, target
+    if shown_at(where, moved) != where and shown_at(reached, moved) != reached:
+        return shown_at(where, moved), target
+    return shown_at(where, moved), shown_at(reached, moved)
+
+
+#: ELF program header and dynamic entry types that ``loader_paths`` reads.
+_PT_LOAD, _PT_DYNAMIC, _PT_INTERP = 1, 2, 3
+_DT_NULL, _DT_STRTAB, _DT_RPATH, _DT_RUNPATH = 0, 5, 15, 29
+
+
+def loader_paths(executable: str) -> list[str]:
+    """The absolute paths the dynamic loader takes from ``executable`` before any of it
+    runs: its ELF interpreter (``PT_INTERP``) and its library search paths
+    (``DT_RPATH``, ``DT_RUNPATH``; those relative to ``$ORIGIN`` left out).  Empty for a
+    file that is not a dynamically linked ELF file, or cannot be read."""
+    try:
+        with open(executable, "rb") as elf:
+            return _read_loader_paths(elf)
+    except (OSError, ValueError, struct.error):
+        return []
+
+
+def _read_loader_paths(elf: BinaryIO) -> list[str]:
+    """``loader_paths`` of the open file ``elf``, 32- or 64-bit, either byte order."""
+    ident = elf.read(16)
+    if ident[:4] != b"\x7fELF" or ident[4] not in (1, 2) or ident[5] not in (1, 2):
+        return []
+    wide, order = ident[4] == 2, "<" if ident[5] == 1 else ">"
+    header = order + ("HHIQQQIHHHHHH" if wide else "HHIIIIIHHHHHH")
+    fields = struct.unpack(header, elf.read(struct.calcsize(header)))
+    table, entry_size, count = fields[4], fields[8], fields[9]
+    program_header = order + ("IIQQQQQQ" if wide else "IIIIIIII")
+    if entry_size < struct.calcsize(program_header):
+        return []
+    # (type, file offset, virtual address, size in the file) of each segment.
+    segments = []
+    for index in range(count):
+        elf.seek(table + index * entry_size)
+        raw = struct.unpack(program_header, elf.read(struct.calcsize(program_header)))
+        segments.append((raw[0], raw[2], raw[3], raw[5]) if wide else raw[:3] + raw[4:5])
+    paths = []
+    for kind, offset, _, size in segments:
+        if kind == _PT_INTERP:
+            elf.seek(offset)
+            paths.append(os.fsdecode(elf.read(min(size, 4096)).split(b"\0")[0]))
+    dynamic = [(offset, size) for kind, offset, _, size in segments if kind == _PT_DYNAMIC]
+    if not dynamic:
+        return paths
+    entry = order + ("qQ" if wide else "iI")
+    elf.seek(dynamic[0][0])
+    data = elf.read(min(dynamic[0][1], 2**20))
+    strtab, search = None, []
+    for start in range(0, len(data) - struct.calcsize(entry) + 1, struct.calcsize(entry)):
+        tag, value = struct.unpack_from(entry, data, start)
+        if tag == _DT_NULL:
+            break
+        if tag == _DT_STRTAB:
+            strtab = value
+        elif tag in (_DT_RPATH, _DT_RUNPATH):
+            search.append(value)
+    # The string table is named by its address in memory: find it in the file.
+    where = [
+        offset + strtab - address
+        for kind, offset, address, size in segments
+        if strtab is not None and kind == _PT_LOAD and address <= strtab < address + size
+    ]
+    for name in search if where else []:
+        elf.seek(where[0] + name)
+        text = os.fsdecode(elf.read(4096).split(b"\0")[0])
+        paths += [path for path in text.split(":") if path.startswith("/")]
+    return paths
+
+
+@functools.lru_cache(maxsize=16)
+def movable(executable: str, moved: str) -> bool:
+    """Whether the interpreter ``executable`` still starts when what of it lies within
+    ``moved`` is shown below ``MOVED_ROOT``: not when its real file names its ELF
+    interpreter or a library directory by an absolute path there (Homebrew on Linux,
+    a shared build linked with an absolute rpath), which the kernel and the loader
+    would look for at the host's path."""
+    real = os.path.realpath(executable)
+    return not any(is_within(os.path.normpath(p), moved) for p in loader_paths(real))
+
+
+@functools.lru_cache(maxsize=16)
+def moved_venv_config(executable: str, moved: str) -> tuple[str, bytes] | None:
+    """The ``pyvenv.cfg`` that ``executable`` reads, as it must read it in the sandbox
+    when its ``home`` (the base interpreter's directory) lies within ``moved``: the path
+    inside where it is shown and its text with ``home`` moved.  None when the
+    interpreter reads none, or its ``home`` is shown in place.
+
+    CPython reads the first ``pyvenv.cfg`` it finds next to the executable it was
+    started as, or one directory up, and looks for its base installation from ``home``:
+    a ``home`` that the sandbox does not show would leave it without a standard library.
+    """
+    here = os.path.dirname(os.path.abspath(executable))
+    for candidate in (
+        os.path.join(here, "pyvenv.cfg"),
+        os.path.join(os.path.dirname(here), "pyvenv.cfg"),
+    ):
+        try:
+            with open(candidate, "rb") as config:
+                lines = config.read().splitlines(keepends=True)
+        except OSError:
+            continue
+        changed = False
+        for number, line in enumerate(lines):
+            key, equals, value = line.partition(b"=")
+            home = os.fsdecode(value.strip())
+            if equals and key.strip().lower() == b"home" and shown_at(home, moved) != home:
+                lines[number] = b"home = " + os.fsencode(shown_at(home, moved)) + b"\n"
+                changed = True
+        if not changed:
+            return None
+        return shown_at(os.path.realpath(candidate), moved), b"".join(lines)
+    return None
+
+
 def system_mounts(dirs: Sequence[str] = SYSTEM_DIRS) -> list[str]:
     """bwrap arguments that show the host's system directories read-only.
 
@@ -408,16 +557,19 @@ def namespace_options(root_caller: bool) -> list[str]:
     ]
 
 
-def filesystem_options(view: InterpreterView) -> list[str]:
-    """The system directories and the interpreter's ``view`` read-only, a ``/proc`` of
-    the sandbox's own pid namespace with ``/proc/sys`` read-only, and the usual device
+def filesystem_options(view: InterpreterView, moved: str | None = None) -> list[str]:
+    """The system directories and the interpreter's ``view`` read-only (what of it lies
+    within ``moved`` below ``MOVED_ROOT``, see ``shown_at``), a ``/proc`` of the
+    sandbox's own pid namespace with ``/proc/sys`` read-only, and the usual device
     nodes."""
     options = system_mounts()
-    for path in parent_dirs([*view.binds, *(where for where, _ in view.links)]):
+    binds = [(path, shown_at(path, moved)) for path in view.binds]
+    links = [_shown_link(where, target, moved) for where, target in view.links]
+    for path in parent_dirs([*(inside for _, inside in binds), *(where for where, _ in links)]):
         options += ["--perms", "0755", "--dir", path]
-    for path in view.binds:
-        options += ["--ro-bind", path, path]
-    for where, target in view.links:
+    for path, inside in binds:
+        options += ["--ro-bind", path, inside]
+    for where, target in links:
         options += ["--symlink", target, where]
     # bwrap covers /proc/irq and /proc/bus but not these; a root caller's bwrap would
     # otherwise leave the host's sysctls (kernel.core_pattern...) writable.
@@ -447,9 +599,10 @@ def seccomp_program() -> bytes:
 
 
 @functools.lru_cache(maxsize=16)
-def base_options(python: str, euid: int) -> tuple[str, ...]:
-    """bwrap's options for running ``python`` as a caller with ``euid``: everything that
-    does not change from call to call, computed once."""
+def base_options(python: str, euid: int, moved: str | None = None) -> tuple[str, ...]:
+    """bwrap's options for running ``python`` as a caller with ``euid``, its files
+    within ``moved`` shown below ``MOVED_ROOT``: everything that does not change from
+    call to call, computed once."""
     options = [
         "--new-session",
         "--die-with-parent",
@@ -461,7 +614,7 @@ def base_options(python: str, euid: int) -> tuple[str, ...]:
         str(SECCOMP_FD),
         *namespace_options(euid == 0),
         "--clearenv",
-        *filesystem_options(python_mounts(python)),
+        *filesystem_options(python_mounts(python), moved),
         *init_mount(),
     ]
     return tuple(options)
@@ -472,11 +625,18 @@ def init_prefix(identity: Identity | None) -> list[str]:
     return [INIT_PATH, *(identity.init_options() if identity else [])]
 
 
-def eval_options(code_fd: int) -> list[str]:
+def eval_options(code_fd: int, venv_config: tuple[str, int] | None = None) -> list[str]:
     """eval_in_sandbox's part of the command line: the code at ``CODE_PATH``, read-only,
     copied in from ``code_fd`` (so no host file holds it), and ``CODE_DIR`` as the working
-    directory, as in the reference implementation.  The root is read-only."""
+    directory, as in the reference implementation.  The root is read-only.
+    ``venv_config`` is where the moved interpreter's ``pyvenv.cfg`` is shown and the fd
+    of its moved text (``moved_venv_config``), served over the host's."""
+    moved_config = []
+    if venv_config is not None:
+        path, fd = venv_config
+        moved_config = ["--perms", "0444", "--ro-bind-data", str(fd), path]
     return [
+        *moved_config,
         "--perms",
         "0755",
         "--dir",

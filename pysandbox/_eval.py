@@ -99,16 +99,25 @@ def eval_in_sandbox(
     io_bytes = _positive_int("io_max_kb", io_max_kb, 1024) * 1024
 
     python = _bwrap.find_python()
-    layout = FdLayout.of(payloads=1)
+    # CODE_DIR holds only the code: an interpreter that lives there on the host (a venv
+    # in a user's home) is shown below MOVED_ROOT, its pyvenv.cfg pointed at its base;
+    # in place only when it cannot start from there.
+    moved = _bwrap.CODE_DIR if _bwrap.movable(python, _bwrap.CODE_DIR) else None
+    venv_config = None if moved is None else _bwrap.moved_venv_config(python, moved)
+    payloads = [code] if venv_config is None else [code, venv_config[1]]
+    layout = FdLayout.of(payloads=len(payloads))
     mem_bytes = mem_mb * 2**20
     facts = launch(
         Plan(
             layout=layout,
             python=python,
-            options=_bwrap.eval_options(layout.payloads[0]),
+            options=_bwrap.eval_options(
+                layout.payloads[0],
+                None if venv_config is None else (venv_config[0], layout.payloads[1]),
+            ),
             init_options=[],
-            program=[python, "-u", _bwrap.CODE_PATH],
-            payloads=[code],
+            program=[_bwrap.shown_at(python, moved), "-u", _bwrap.CODE_PATH],
+            payloads=payloads,
             capture_caps=[],
             rlimits=[
                 (resource.RLIMIT_CPU, cpu_sec, cpu_sec),
@@ -124,6 +133,7 @@ def eval_in_sandbox(
             timeout=timeout,
             cpu_limit=cpu_sec,
             text=True,
+            moved=moved,
         )
     )
     raw = facts.raw

@@ -151,6 +151,9 @@ class Plan:
     cancel: CancelEvent | None = None
     #: stdout and stderr as stripped str (None where not UTF-8): eval_in_sandbox's way.
     text: bool = False
+    #: A directory the sandbox keeps for the API: the interpreter's files within it are
+    #: shown below ``_bwrap.MOVED_ROOT`` (see ``_bwrap.shown_at``).
+    moved: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -335,7 +338,7 @@ def command_line(plan: Plan) -> list[str]:
     layout = plan.layout
     return [
         _bwrap.find_bwrap(),
-        *_bwrap.base_options(plan.python, os.geteuid()),
+        *_bwrap.base_options(plan.python, os.geteuid(), plan.moved),
         "--json-status-fd",
         str(layout.status),
         *plan.options,

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from pysandbox import eval_in_sandbox
+from pysandbox._bwrap import movable
 
 # --------------------------------------------------------------------------- helpers
 
@@ -56,6 +57,19 @@ def attack(code: str, **params: object) -> dict[str, object]:
 
 def unique_name() -> str:
     return f"pysandbox-attack-{uuid.uuid4().hex}"
+
+
+#: eval_in_sandbox's working directory, which must hold only the code: the files of an
+#: interpreter that lives there on the host are shown at the same path below
+#: ``/.pysandbox`` (README, What is isolated), unless it could not start from there.
+CODE_DIR = "/home"
+MOVED = movable(sys.executable, CODE_DIR)
+
+
+def shown(path: str) -> str:
+    """Where eval_in_sandbox shows the host's ``path`` of this interpreter."""
+    inside_code_dir = path == CODE_DIR or path.startswith(CODE_DIR + "/")
+    return "/.pysandbox" + path if MOVED and inside_code_dir else path
 
 
 def succeeded(report: dict[str, object]) -> dict[str, object]:
@@ -233,7 +247,7 @@ report["prefix"] = sys.prefix
 
 def test_cannot_plant_in_the_interpreter_prefix() -> None:
     name = unique_name()
-    # The same paths inside and out: the sandbox binds the caller's interpreter in place.
+    # The sandbox binds the caller's interpreter in place (or moved, see ``shown``).
     targets = sorted(
         {
             sys.prefix,
@@ -245,8 +259,8 @@ def test_cannot_plant_in_the_interpreter_prefix() -> None:
         }
     )
     executable = os.stat(sys.executable)
-    report = attack(PLANT_IN_PREFIX, DIRS=targets, NAME=name)
-    assert report.pop("prefix") == sys.prefix  # it really ran this interpreter's prefix
+    report = attack(PLANT_IN_PREFIX, DIRS=[shown(target) for target in targets], NAME=name)
+    assert report.pop("prefix") == shown(sys.prefix)  # it really ran this interpreter's prefix
     assert succeeded(report) == {}
     for directory in targets:
         assert not os.path.lexists(os.path.join(directory, name))
@@ -317,9 +331,10 @@ def test_caller_files_are_invisible(tmp_path: Path) -> None:
     """The repository's files, the caller's working directory and everything next to the
     interpreter's environment stay on the host.  The environment's ancestors exist inside
     only as directories that lead to what the interpreter needs: each lists exactly the
-    names on the way to the prefixes and to the executable's chain of links."""
+    names on the way to the prefixes and to the executable's chain of links.  ``/home``
+    lists the code alone, also when the interpreter lives there (moved, see ``shown``)."""
     (tmp_path / "caller-secret.txt").write_text("secret")
-    paths = [
+    hidden = [
         str(tmp_path),
         os.path.join(REPOSITORY, "README.rst"),
         os.path.join(REPOSITORY, "setup.py"),
@@ -328,22 +343,30 @@ def test_caller_files_are_invisible(tmp_path: Path) -> None:
         os.path.abspath(__file__),
         "/root/.ssh",
     ]
+    paths = sorted({*hidden, *(shown(path) for path in hidden)})
     prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)}
     prefixes = {p for p in prefixes if not any(_within(p, d) for d in SYSTEM_DIRS)}
     needed = [*prefixes, *_executable_chain()]
     # Every directory above a prefix lists only the names on the way to what is needed.
-    listings: dict[str, set[str]] = {}
+    listings: dict[str, set[str]] = {CODE_DIR: {"code.py"}}
     for prefix in prefixes:
         parent = os.path.dirname(prefix)
         while parent != "/" and not any(_within(parent, d) for d in SYSTEM_DIRS):
-            listings[parent] = {
+            listings.setdefault(shown(parent), set()).update(
                 os.path.relpath(p, parent).split("/")[0] for p in needed if _within(p, parent + "/")
-            }
+            )
             parent = os.path.dirname(parent)
+    if any(shown(path) != path for path in needed):
+        listings["/.pysandbox"] = {CODE_DIR.strip("/"), "init"}
     # A prefix itself shows its executables and libraries, and a venv its pyvenv.cfg.
     for prefix in prefixes:
         venv = prefix == os.path.realpath(sys.prefix) != os.path.realpath(sys.base_prefix)
-        listings[prefix] = {"bin", "lib", sys.platlibdir, *(["pyvenv.cfg"] if venv else [])}
+        listings[shown(prefix)] = {
+            "bin",
+            "lib",
+            sys.platlibdir,
+            *(["pyvenv.cfg"] if venv else []),
+        }
     report = attack(SEE_CALLER, PATHS=paths, LISTS=sorted(listings))
     assert report.pop("cwd") == "/home"
     assert {key: value for key, value in report.items() if key.startswith("exists")} == {

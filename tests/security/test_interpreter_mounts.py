@@ -251,6 +251,149 @@ def test_venv_at_an_application_root_shows_only_the_interpreter(
     assert (app / "secret.env").read_text() == secret
 
 
+# --------------------------------------------------------------------------- in a home directory
+
+#: eval_in_sandbox's working directory, which holds only the code, and where the sandbox
+#: shows instead the interpreter's files that live there on the host (README).
+CODE_DIR = Path("/home")
+MOVED_ROOT = Path("/.pysandbox")
+
+
+def moved(path: Path) -> Path:
+    """Where eval_in_sandbox shows the host's ``path`` under ``CODE_DIR``."""
+    return MOVED_ROOT / path.relative_to("/")
+
+
+@pytest.fixture
+def home_scratch() -> Iterator[Path]:
+    """A fresh directory in ``/home``, where a user's venv lives, that a non-root caller
+    can reach too."""
+    try:
+        path = Path(tempfile.mkdtemp(prefix="pysandbox-home-", dir=CODE_DIR))
+    except OSError as exc:
+        pytest.skip(f"cannot make a directory in {CODE_DIR}: {exc.strerror}")
+    try:
+        path.chmod(0o755)
+        yield path
+    finally:
+        shutil.rmtree(path)
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    """A hard link (the same file, at no cost), or a copy across filesystems."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def install_base_copy(python: str, target: Path) -> Path:
+    """A base installation of ``python`` at ``target``: its real executable in ``bin``
+    and its standard library in ``lib`` (without the test suite and site-packages),
+    which the interpreter finds from where it is; returns the executable.  ``lib`` is
+    named as on the host (``lib64`` on some distributions)."""
+    facts = json.loads(
+        subprocess.run(
+            [
+                python,
+                "-c",
+                "import json, os, sys, sysconfig; print(json.dumps([os.path.realpath("
+                "sys._base_executable), sysconfig.get_paths()['stdlib']]))",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    real, stdlib = facts
+    (target / "bin").mkdir(parents=True)
+    executable = target / "bin" / os.path.basename(real)
+    _link_or_copy(real, str(executable))
+    shutil.copytree(
+        stdlib,
+        target / Path(stdlib).parent.name / Path(stdlib).name,
+        copy_function=_link_or_copy,
+        ignore=shutil.ignore_patterns("test", "site-packages", "__pycache__"),
+        symlinks=True,
+    )
+    _world_readable_tree(target)
+    return executable
+
+
+def test_venv_in_a_home_directory_is_shown_outside_it(caller: Caller, home_scratch: Path) -> None:
+    """A user's venv in ``/home`` (its base installation elsewhere): eval_in_sandbox runs
+    it below ``/.pysandbox``, its ``/home`` holds the code alone, and nothing of the
+    user's directory but the interpreter's files is visible; run shows it in place."""
+    app = home_scratch / "APP"
+    subprocess.run([caller.python, "-m", "venv", "--without-pip", str(app)], check=True)
+    secret = f"TOKEN={uuid.uuid4().hex}"
+    (app / "secret.env").write_text(secret)
+    (home_scratch / "neighbour.env").write_text(secret)
+    purelib = Path(sysconfig.get_path("purelib", vars={"base": str(app), "platbase": str(app)}))
+    (purelib / "only_in_this_venv.py").write_text("MARK = 'venv-package'\n")
+    _world_readable_tree(home_scratch)
+    executable = app / "bin" / "python"
+
+    host, seen = caller.probe(
+        executable,
+        lists=(CODE_DIR, MOVED_ROOT, moved(CODE_DIR), moved(home_scratch), moved(app)),
+        exists=(
+            home_scratch,
+            app,
+            moved(app / "secret.env"),
+            moved(home_scratch / "neighbour.env"),
+        ),
+        reads=(moved(purelib / "only_in_this_venv.py"), moved(app / "secret.env")),
+    )
+    assert host["prefix"] == str(app)
+    report = seen["eval"]
+    assert interpreter_facts(report) == {
+        **interpreter_facts(host),
+        "executable": str(moved(executable)),
+        "prefix": str(moved(app)),
+    }
+    assert (
+        report.pop(f"read {moved(purelib / 'only_in_this_venv.py')}") == "MARK = 'venv-package'\n"
+    )
+    assert report[f"list {CODE_DIR}"] == ["code.py"]
+    assert report[f"list {MOVED_ROOT}"] == [CODE_DIR.name, "init"]
+    assert report[f"list {moved(CODE_DIR)}"] == [home_scratch.name]
+    assert report[f"list {moved(home_scratch)}"] == ["APP"]
+    assert report[f"list {moved(app)}"] == ["bin", "lib", "pyvenv.cfg"]
+    assert set(starting(report, "exists ").values()) == {False}, report
+    assert set(starting(report, "read ").values()) == {"ENOENT"}, report
+    assert secret not in json.dumps(report)
+    assert interpreter_facts(seen["run"]) == interpreter_facts(host)
+
+
+def test_venv_and_its_base_in_a_home_directory(caller: Caller, home_scratch: Path) -> None:
+    """A venv whose base installation lives in ``/home`` too (pyenv, uv in a user's home):
+    eval_in_sandbox shows both below ``/.pysandbox`` and serves the venv a ``pyvenv.cfg``
+    whose ``home`` says where its base is shown, so the interpreter runs on the moved
+    base, not on whatever its build prefix finds."""
+    base = home_scratch / "base"
+    python = install_base_copy(caller.python, base)
+    app = home_scratch / "APP"
+    subprocess.run([str(python), "-m", "venv", "--without-pip", str(app)], check=True)
+    _world_readable_tree(home_scratch)
+
+    host, seen = caller.probe(
+        app / "bin" / "python", lists=(CODE_DIR, moved(home_scratch), moved(base))
+    )
+    assert (host["prefix"], host["base_prefix"]) == (str(app), str(base))
+    report = seen["eval"]
+    assert interpreter_facts(report) == {
+        **interpreter_facts(host),
+        "executable": str(moved(app / "bin" / "python")),
+        "prefix": str(moved(app)),
+        "base_prefix": str(moved(base)),
+    }
+    assert report[f"list {CODE_DIR}"] == ["code.py"]
+    assert report[f"list {moved(home_scratch)}"] == ["APP", "base"]
+    assert report[f"list {moved(base)}"] == sorted(path.name for path in base.iterdir())
+    assert interpreter_facts(seen["run"]) == interpreter_facts(host)
+
+
 # --------------------------------------------------------------------------- symlink chains
 
 
