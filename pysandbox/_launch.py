@@ -12,7 +12,8 @@ whichever API asked for it, so that a safety default is added here once:
 * the always-on resource limits (``ALWAYS_RLIMITS``) and the clamp of a non-root
   caller's limits to its own hard limits;
 * the process and memory caps of the whole sandbox (``confine``: a cgroup, or
-  ``RLIMIT_NPROC``), and the cgroup's CPU counter for the C core's watcher;
+  ``RLIMIT_NPROC``), the cgroup's CPU counter for the C core's watcher, and its v2
+  group's directory, which the C core creates bwrap in;
 * the mapping of a failed spawn, a sandbox bwrap could not build and a program the
   init could not start to a ``SandboxError`` naming the cause and the fix.
 
@@ -177,6 +178,12 @@ class Facts:
     captures_truncated: list[bool]
     #: The cgroup's counters, when the sandbox had a cgroup.
     usage: CgroupUsage | None
+
+    @property
+    def joined_at_clone(self) -> bool:
+        """The kernel created the sandbox in its cgroup v2 group (clone3 with
+        ``CLONE_INTO_CGROUP``), rather than bwrap moving itself there before its exec."""
+        return self.raw["cgroup_joined_at_clone"]
 
     @property
     def killed(self) -> bool:
@@ -379,6 +386,7 @@ def launch(plan: Plan) -> Facts:
                 rlimits=within_own_limits(confinement.rlimits),
                 cgroup_procs=confinement.cgroup_procs,
                 cgroup_cpu_fd=confinement.cpu_counter,
+                cgroup_dir_fd=confinement.cgroup_dir_fd,
                 pass_fds=pass_fds,
                 captures=[REPORT_CAP, INIT_REPORT_CAP, *plan.capture_caps],
                 stdin=plan.stdin,
