@@ -77,6 +77,22 @@ _HOST_FIXES = {
     errno.ENOSPC: "the host is out of space for the sandbox's code: free memory or disk",
 }
 
+#: The C core's names of the steps that put bwrap in the sandbox's cgroup, which start
+#: the ``strerror`` of a spawn that failed there; its errno then means the group's fault.
+_CGROUP_STAGES = ("joining the sandbox's cgroup", "opening the sandbox's cgroup.procs")
+_NOT_ALLOWED_TO_MOVE = (
+    "this process may not move processes into the group: it needs write access to "
+    "cgroup.procs in the group and in the nearest group above both it and this process"
+)
+_CGROUP_FIXES = {
+    errno.EBUSY: "the group has controllers enabled for groups below it, and cgroup v2 "
+    "puts no process in such a group",
+    errno.EACCES: _NOT_ALLOWED_TO_MOVE,
+    errno.EPERM: _NOT_ALLOWED_TO_MOVE,
+    errno.ENOENT: "the group was removed while the sandbox started",
+    errno.EAGAIN: "the group's pids.max refused the sandbox's first process",
+}
+
 _USERNS_FIX = (
     "enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 and "
     "user.max_user_namespaces > 0); on Ubuntu 24.04 and later, allow them for bwrap in "
@@ -265,7 +281,10 @@ def parse_init_report(report: bytes) -> InitReport | None:
 
 
 def _spawn_failure(exc: OSError) -> SandboxError:
-    fix = _HOST_FIXES.get(exc.errno or 0, "see the error above")
+    if (exc.strerror or "").startswith(_CGROUP_STAGES):
+        fix = _CGROUP_FIXES.get(exc.errno or 0, "see the error above")
+    else:
+        fix = _HOST_FIXES.get(exc.errno or 0, "see the error above")
     return SandboxError(f"could not start bubblewrap: {exc.strerror}; {fix}")
 
 
