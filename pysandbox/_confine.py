@@ -38,6 +38,8 @@ class Confinement:
     cgroup: SandboxCgroup | None
     #: A readable fd of the group's CPU counter for the C core's watcher; -1 without one.
     cpu_counter: int = -1
+    #: The cgroup v2 group's directory the C core creates the child in; -1 without one.
+    cgroup_dir_fd: int = -1
 
     def usage(self) -> CgroupUsage | None:
         return self.cgroup.usage() if self.cgroup is not None else None

@@ -12,7 +12,8 @@ whichever API asked for it, so that a safety default is added here once:
 * the always-on resource limits (``ALWAYS_RLIMITS``) and the clamp of a non-root
   caller's limits to its own hard limits;
 * the process and memory caps of the whole sandbox (``confine``: a cgroup, or
-  ``RLIMIT_NPROC``), and the cgroup's CPU counter for the C core's watcher;
+  ``RLIMIT_NPROC``), the cgroup's CPU counter for the C core's watcher, and its v2
+  group's directory, which the C core creates bwrap in;
 * the mapping of a failed spawn, a sandbox bwrap could not build and a program the
   init could not start to a ``SandboxError`` naming the cause and the fix.
 
@@ -74,6 +75,22 @@ _HOST_FIXES = {
     errno.ENOENT: "the bwrap executable vanished: reinstall bubblewrap",
     errno.EACCES: "bwrap is not executable by this user: check its permissions",
     errno.ENOSPC: "the host is out of space for the sandbox's code: free memory or disk",
+}
+
+#: The C core's names of the steps that put bwrap in the sandbox's cgroup, which start
+#: the ``strerror`` of a spawn that failed there; its errno then means the group's fault.
+_CGROUP_STAGES = ("joining the sandbox's cgroup", "opening the sandbox's cgroup.procs")
+_NOT_ALLOWED_TO_MOVE = (
+    "this process may not move processes into the group: it needs write access to "
+    "cgroup.procs in the group and in the nearest group above both it and this process"
+)
+_CGROUP_FIXES = {
+    errno.EBUSY: "the group has controllers enabled for groups below it, and cgroup v2 "
+    "puts no process in such a group",
+    errno.EACCES: _NOT_ALLOWED_TO_MOVE,
+    errno.EPERM: _NOT_ALLOWED_TO_MOVE,
+    errno.ENOENT: "the group was removed while the sandbox started",
+    errno.EAGAIN: "the group's pids.max refused the sandbox's first process",
 }
 
 _USERNS_FIX = (
@@ -182,6 +199,12 @@ class Facts:
     usage: CgroupUsage | None
 
     @property
+    def joined_at_clone(self) -> bool:
+        """The kernel created the sandbox in its cgroup v2 group (clone3 with
+        ``CLONE_INTO_CGROUP``), rather than bwrap moving itself there before its exec."""
+        return self.raw["cgroup_joined_at_clone"]
+
+    @property
     def killed(self) -> bool:
         """The C core killed the sandbox: wall time, an output cap, or the CPU watcher."""
         return self.raw["timed_out"] or self.raw["killed_on_cap"] or self.raw["cpu_exceeded"]
@@ -261,7 +284,10 @@ def parse_init_report(report: bytes) -> InitReport | None:
 
 
 def _spawn_failure(exc: OSError) -> SandboxError:
-    fix = _HOST_FIXES.get(exc.errno or 0, "see the error above")
+    if (exc.strerror or "").startswith(_CGROUP_STAGES):
+        fix = _CGROUP_FIXES.get(exc.errno or 0, "see the error above")
+    else:
+        fix = _HOST_FIXES.get(exc.errno or 0, "see the error above")
     return SandboxError(f"could not start bubblewrap: {exc.strerror}; {fix}")
 
 
@@ -382,6 +408,7 @@ def launch(plan: Plan) -> Facts:
                 rlimits=within_own_limits(confinement.rlimits),
                 cgroup_procs=confinement.cgroup_procs,
                 cgroup_cpu_fd=confinement.cpu_counter,
+                cgroup_dir_fd=confinement.cgroup_dir_fd,
                 pass_fds=pass_fds,
                 captures=[REPORT_CAP, INIT_REPORT_CAP, *plan.capture_caps],
                 stdin=plan.stdin,

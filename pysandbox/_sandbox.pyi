@@ -14,6 +14,7 @@ class RawResult(TypedDict):
     cpu_exceeded: bool
     tree_cpu_time: float
     cancelled: bool
+    cgroup_joined_at_clone: bool
     timed_out: bool
     stdout_truncated: bool
     stderr_truncated: bool
@@ -41,5 +42,6 @@ def run(
     text: bool = ...,
     cgroup_procs: Sequence[int] = ...,
     cgroup_cpu_fd: int = ...,
+    cgroup_dir_fd: int = ...,
 ) -> RawResult: ...
 def seccomp_program() -> bytes: ...

@@ -346,7 +346,7 @@ static PyObject *output_object(const struct sbx_buffer *buf, int text)
  * new reference or NULL with an exception set.  Does not free the outcome.
  */
 static PyObject *build_result(const struct sbx_outcome *o, size_t n_captures, int text,
-                              int cancelled)
+                              int cancelled, int joined_at_clone)
 {
     PyObject *d = PyDict_New(), *captures = PyList_New((Py_ssize_t)n_captures),
              *truncated = PyList_New((Py_ssize_t)n_captures);
@@ -380,6 +380,7 @@ static PyObject *build_result(const struct sbx_outcome *o, size_t n_captures, in
         set_item(d, "cpu_exceeded", PyBool_FromLong(o->cpu_exceeded)) ||
         set_item(d, "tree_cpu_time", PyFloat_FromDouble(o->tree_cpu_time)) ||
         set_item(d, "cancelled", PyBool_FromLong(cancelled)) ||
+        set_item(d, "cgroup_joined_at_clone", PyBool_FromLong(joined_at_clone)) ||
         set_item(d, "timed_out", PyBool_FromLong(o->timed_out)) ||
         set_item(d, "stdout_truncated", PyBool_FromLong(o->stdout_truncated)) ||
         set_item(d, "stderr_truncated", PyBool_FromLong(o->stderr_truncated)) ||
@@ -402,7 +403,7 @@ PyDoc_STRVAR(run_doc,
              "run($module, /, argv, env, *, rlimits=(), pass_fds=(), captures=(), stdin=b'',\n"
              "    on_stdout=None, stdout_cap=sys.maxsize, stderr_cap=sys.maxsize,\n"
              "    kill_on_cap=False, timeout, cpu_limit=0.0, cancel=None, text=False,\n"
-             "    cgroup_procs=(), cgroup_cpu_fd=-1)\n"
+             "    cgroup_procs=(), cgroup_cpu_fd=-1, cgroup_dir_fd=-1)\n"
              "--\n\n"
              "Spawn argv[0] (an absolute path) with argv and env, apply rlimits in the\n"
              "child, map pass_fds to fds 3, 4, ... and close every other fd.  Each cap in\n"
@@ -418,7 +419,11 @@ PyDoc_STRVAR(run_doc,
              "\"0\" to each fd of cgroup_procs (cgroup.procs files) before the exec.\n"
              "cgroup_cpu_fd, when >= 0, is a readable fd of the sandbox's cgroup CPU\n"
              "counter (v1 cpuacct.usage or v2 cpu.stat): the CPU watcher then also\n"
-             "counts every task that ever ran in the group.\n"
+             "counts every task that ever ran in the group.  cgroup_dir_fd, when >= 0,\n"
+             "is an fd of a cgroup v2 group's directory: the child is created in it by\n"
+             "clone3(CLONE_INTO_CGROUP), or where the kernel or a seccomp filter refuses\n"
+             "that call, joins it through its cgroup.procs before the exec; the result\n"
+             "says which in 'cgroup_joined_at_clone'.\n"
              "Returns a dict of\n"
              "facts; raises OSError if the child could not be started.");
 
@@ -431,15 +436,15 @@ PyDoc_STRVAR(run_doc,
 static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {
-        "argv",      "env",        "rlimits",      "pass_fds",      "captures", "stdin",
-        "on_stdout", "stdout_cap", "stderr_cap",   "kill_on_cap",   "timeout",  "cpu_limit",
-        "cancel",    "text",       "cgroup_procs", "cgroup_cpu_fd", NULL};
+        "argv",      "env",        "rlimits",      "pass_fds",      "captures",      "stdin",
+        "on_stdout", "stdout_cap", "stderr_cap",   "kill_on_cap",   "timeout",       "cpu_limit",
+        "cancel",    "text",       "cgroup_procs", "cgroup_cpu_fd", "cgroup_dir_fd", NULL};
     PyObject *argv_obj, *env_obj, *rlimits_obj = NULL, *fds_obj = NULL, *on_stdout = Py_None;
     PyObject *captures_obj = NULL, *cancel = Py_None, *cgroups_obj = NULL;
     int cgroup_fds[SBX_MAX_CGROUPS];
     Py_buffer stdin_view = {0};
     Py_ssize_t stdout_cap = PY_SSIZE_T_MAX, stderr_cap = PY_SSIZE_T_MAX, n;
-    int kill_on_cap = 0, text = 0, pump_rc, spawn_rc, cgroup_cpu_fd = -1;
+    int kill_on_cap = 0, text = 0, pump_rc, spawn_rc, cgroup_cpu_fd = -1, cgroup_dir_fd = -1;
     double timeout = -1.0, cpu_limit = 0.0, started;
     PyObject *keep = NULL, *result = NULL;
     char **argv = NULL, **envp = NULL;
@@ -459,10 +464,11 @@ static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
     memset(&outcome, 0, sizeof outcome);
     memset(&config, 0, sizeof config);
     memset(&ctx, 0, sizeof ctx);
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOOy*OnnpddOpOi:run", keywords, &argv_obj,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOOy*OnnpddOpOii:run", keywords, &argv_obj,
                                      &env_obj, &rlimits_obj, &fds_obj, &captures_obj, &stdin_view,
                                      &on_stdout, &stdout_cap, &stderr_cap, &kill_on_cap, &timeout,
-                                     &cpu_limit, &cancel, &text, &cgroups_obj, &cgroup_cpu_fd))
+                                     &cpu_limit, &cancel, &text, &cgroups_obj, &cgroup_cpu_fd,
+                                     &cgroup_dir_fd))
         return NULL;
     if (stdout_cap < 0 || stderr_cap < 0 || !(timeout > 0) || !isfinite(timeout) ||
         !(cpu_limit >= 0) || !isfinite(cpu_limit)) {
@@ -521,6 +527,7 @@ static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
     spec.argv = argv;
     spec.envp = envp;
     spec.close_fds_above = fallback_fd_limit();
+    spec.cgroup_dir_fd = cgroup_dir_fd;
     config.stdout_cap = (size_t)stdout_cap;
     config.stderr_cap = (size_t)stderr_cap;
     config.kill_on_cap = kill_on_cap;
@@ -544,7 +551,8 @@ static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
     else if (pump_rc == SBX_PUMP_FAILED)
         PyErr_SetFromErrno(PyExc_OSError);
     else if (pump_rc == SBX_PUMP_DONE || (pump_rc == SBX_PUMP_ABORTED && ctx.cancelled))
-        result = build_result(&outcome, spec.n_captures, text, ctx.cancelled);
+        result = build_result(&outcome, spec.n_captures, text, ctx.cancelled,
+                              child.cgroup_joined_at_clone);
     /* Otherwise SBX_PUMP_ABORTED: a hook left its exception set. */
 
 cleanup:

@@ -24,6 +24,9 @@
 #ifndef SYS_close_range
 #define SYS_close_range 436
 #endif
+#ifndef SYS_clone3
+#define SYS_clone3 435
+#endif
 #ifndef SYS_prlimit64
 #error "pysandbox needs the prlimit64 system call (Linux 2.6.36 or later)"
 #endif
@@ -59,6 +62,7 @@ struct sbx_spec {
     size_t n_captures;
     const int *cgroup_fds; /* cgroup.procs files the child joins (writes "0") */
     size_t n_cgroup_fds;
+    int cgroup_dir_fd;   /* a cgroup v2 group's directory the child is born in; -1: none */
     int close_fds_above; /* highest fd to close when neither close_range nor /proc works */
 };
 
@@ -70,6 +74,7 @@ struct sbx_child {
     int out_fd;                        /* read end of the child's stdout, O_NONBLOCK */
     int err_fd;                        /* read end of the child's stderr, O_NONBLOCK */
     int capture_fds[SBX_MAX_CAPTURES]; /* read ends, O_NONBLOCK; -1 if none */
+    int cgroup_joined_at_clone;        /* clone3 created it in spec->cgroup_dir_fd's group */
 };
 
 /* Where a spawn failed; reported with the errno of the failing call. */
@@ -79,6 +84,8 @@ enum sbx_stage {
     SBX_STAGE_PASS_FDS,
     SBX_STAGE_STACK,
     SBX_STAGE_CLONE,
+    SBX_STAGE_CGROUP_CLONE,
+    SBX_STAGE_CGROUP_OPEN,
     SBX_STAGE_SIGNALS,
     SBX_STAGE_PDEATHSIG,
     SBX_STAGE_RLIMIT,

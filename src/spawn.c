@@ -6,6 +6,8 @@
  * parent's memory until it calls execve, so the cost of a call does not grow
  * with the caller's heap (fork would copy the page tables of a 3 GB Jupyter
  * kernel).  The price is strict discipline in the child, see child_main.
+ * With a cgroup v2 group to join, clone3(CLONE_INTO_CGROUP) creates the child
+ * in it (see clone3_run), where the kernel and any seccomp filter allow.
  */
 #define _GNU_SOURCE
 #include "sandbox.h"
@@ -14,9 +16,12 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,6 +33,20 @@
 
 #ifndef CLONE_PIDFD
 #define CLONE_PIDFD 0x00001000
+#endif
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL
+#endif
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
+
+/* clone3 runs a function on a new stack only through the trampoline below,
+ * written for these architectures; elsewhere a group is joined by a write. */
+#if defined(__x86_64__) || defined(__aarch64__)
+#define HAVE_CLONE3_RUN 1
+#else
+#define HAVE_CLONE3_RUN 0
 #endif
 
 #define CHILD_STACK_SIZE (128 * 1024)
@@ -57,6 +76,7 @@
 struct child_args {
     const struct sbx_spec *spec;
     pid_t parent;
+    int procs_fd;                                      /* the v2 group's cgroup.procs; -1 */
     int stdio[3];                                      /* sources for fds 0, 1, 2 */
     int pass[SBX_MAX_PASS_FDS + SBX_MAX_CAPTURES + 1]; /* sources for fds 3...; -1 ends */
     volatile int stage;
@@ -78,6 +98,10 @@ const char *sbx_stage_name(int stage)
         return "allocating the child stack";
     case SBX_STAGE_CLONE:
         return "clone";
+    case SBX_STAGE_CGROUP_CLONE:
+        return "joining the sandbox's cgroup at clone";
+    case SBX_STAGE_CGROUP_OPEN:
+        return "opening the sandbox's cgroup.procs";
     case SBX_STAGE_SIGNALS:
         return "resetting signals in the child";
     case SBX_STAGE_PDEATHSIG:
@@ -178,8 +202,9 @@ CHILD_CODE static int child_close_fds_from_proc(int lowest)
  *      Python ignores SIGPIPE and SIGXFSZ, which the sandboxed program must
  *      see at their defaults;
  *   2. the resource limits (what prlimit(1) would do), and the sandbox's
- *      cgroups (writing "0" to their cgroup.procs moves this process), so
- *      that every process of the sandbox is born inside them;
+ *      cgroups (writing "0" to their cgroup.procs moves this process, also
+ *      into the v2 group clone3 could not create it in), so that every
+ *      process of the sandbox is born inside them;
  *   3. die with the spawning thread (PR_SET_PDEATHSIG), and at once if the
  *      parent is already gone;
  *   4. the pipes, passed fds and capture pipes onto 0, 1, 2, 3...: every
@@ -220,6 +245,8 @@ CHILD_CODE static int child_main(void *opaque)
         if (write(spec->cgroup_fds[i], "0", 1) != 1)
             child_fail(args, SBX_STAGE_CGROUP);
     }
+    if (args->procs_fd >= 0 && write(args->procs_fd, "0", 1) != 1)
+        child_fail(args, SBX_STAGE_CGROUP);
 
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
         child_fail(args, SBX_STAGE_PDEATHSIG);
@@ -323,6 +350,189 @@ static pid_t clone_child(struct child_args *args, char *stack_top, int *pidfd)
     return pid;
 }
 
+#if HAVE_CLONE3_RUN
+/* struct clone_args of <linux/sched.h> up to its cgroup field (Linux 5.7,
+ * CLONE_ARGS_SIZE_VER2), spelled out for older kernel headers. */
+struct clone3_args {
+    uint64_t flags;
+    uint64_t pidfd;
+    uint64_t child_tid;
+    uint64_t parent_tid;
+    uint64_t exit_signal;
+    uint64_t stack;
+    uint64_t stack_size;
+    uint64_t tls;
+    uint64_t set_tid;
+    uint64_t set_tid_size;
+    uint64_t cgroup;
+};
+_Static_assert(sizeof(struct clone3_args) == 88, "struct clone_args, CLONE_ARGS_SIZE_VER2");
+
+/*
+ * clone3_run: the raw clone3 system call with *cl.  In the child, fn(arg)
+ * on the stack *cl describes, then the exit system call with fn's result;
+ * the child never returns from here.  In the parent, returns the child's pid
+ * or -errno.
+ *
+ * Why not glibc's clone(): it cannot ask for CLONE_INTO_CGROUP (a flag above
+ * bit 31 whose fd travels in struct clone_args), and glibc exports no clone3
+ * that runs a function on a new stack.  This is the least such a wrapper
+ * needs: the system call; in the child (it returned 0) a call of fn on the
+ * new stack and the exit.  The child stays inside the asm statement, so it
+ * never uses the caller's stack frame (the kernel has switched it to the new
+ * stack; fn and arg are in registers the system call preserves) and never
+ * hands the compiler a register it did not expect.
+ *   x86_64: syscall returns in rax and clobbers rcx and r11; fn and arg ride
+ *     in rdx and rbx (clone3 reads rdi and rsi only).  The kernel sets rsp
+ *     to stack + stack_size; the and aligns it to the 16 bytes the call
+ *     needs whatever that size; a zero rbp ends the child's backtrace.
+ *   aarch64: svc returns in x0 and preserves every other register; fn and
+ *     arg ride in x2 and x3.  sp is stack + stack_size, 16-byte aligned since
+ *     the stack is whole pages; a zero x29 ends the backtrace.
+ * Async-signal-safe when fn is (a system call and fn).  The caller blocks
+ * every signal around it, as around clone.  With CLONE_VFORK in cl->flags
+ * the parent resumes once the child has exec'd or exited.
+ */
+static long clone3_run(struct clone3_args *cl, int (*fn)(void *), void *arg)
+{
+#if defined(__x86_64__)
+    long ret = SYS_clone3;
+    __asm__ volatile("syscall\n\t"
+                     "testq %%rax, %%rax\n\t"
+                     "jnz 1f\n\t"
+                     "xorl %%ebp, %%ebp\n\t"
+                     "andq $-16, %%rsp\n\t"
+                     "movq %%rbx, %%rdi\n\t"
+                     "callq *%%rdx\n\t"
+                     "movl %%eax, %%edi\n\t"
+                     "movl %[exit_nr], %%eax\n\t"
+                     "syscall\n\t"
+                     "hlt\n"
+                     "1:"
+                     : "+a"(ret)
+                     : "D"(cl), "S"(sizeof *cl), "d"(fn), "b"(arg), [exit_nr] "i"(SYS_exit)
+                     : "rcx", "r11", "memory", "cc");
+    return ret;
+#elif defined(__aarch64__)
+    register long x0 __asm__("x0") = (long)cl;
+    register long x1 __asm__("x1") = (long)sizeof *cl;
+    register long x2 __asm__("x2") = (long)fn;
+    register long x3 __asm__("x3") = (long)arg;
+    register long x8 __asm__("x8") = SYS_clone3;
+    __asm__ volatile("svc #0\n\t"
+                     "cbnz x0, 1f\n\t"
+                     "mov x29, xzr\n\t"
+                     "mov x0, x3\n\t"
+                     "blr x2\n\t"
+                     "mov x8, %[exit_nr]\n\t"
+                     "svc #0\n\t"
+                     "brk #0\n"
+                     "1:"
+                     : "+r"(x0)
+                     : "r"(x1), "r"(x2), "r"(x3), "r"(x8), [exit_nr] "i"(SYS_exit)
+                     : "memory", "cc");
+    return x0;
+#endif
+}
+
+/*
+ * clone3_child: clone3(CLONE_VM | CLONE_VFORK | CLONE_PIDFD |
+ * CLONE_INTO_CGROUP) with no exit signal (as clone_child, for the same
+ * reason), the child born in the cgroup v2 group of the directory
+ * cgroup_dir_fd, running child_main(args) on [stack, stack +
+ * CHILD_STACK_SIZE).  Returns the pid, or -1 with errno set (and *pidfd
+ * -1).  Parent only; the caller blocks every signal around it.
+ */
+static pid_t clone3_child(struct child_args *args, char *stack, int cgroup_dir_fd, int *pidfd)
+{
+    struct clone3_args cl;
+    long rc;
+    memset(&cl, 0, sizeof cl);
+    *pidfd = -1;
+    cl.flags = CLONE_VM | CLONE_VFORK | CLONE_PIDFD | CLONE_INTO_CGROUP;
+    cl.pidfd = (uint64_t)(uintptr_t)pidfd;
+    cl.stack = (uint64_t)(uintptr_t)stack;
+    cl.stack_size = CHILD_STACK_SIZE;
+    cl.cgroup = (uint64_t)cgroup_dir_fd;
+    rc = clone3_run(&cl, child_main, args);
+    if (rc < 0) {
+        *pidfd = -1;
+        errno = (int)-rc;
+        return -1;
+    }
+    return (pid_t)rc;
+}
+
+/* Set once clone3 with CLONE_INTO_CGROUP proved unavailable to this process
+ * (a kernel without it, or a seccomp filter answering ENOSYS): neither
+ * changes while the process lives, so later spawns go straight to the
+ * write. */
+static atomic_int clone3_unavailable;
+#endif
+
+/*
+ * open_group_procs: the cgroup.procs file of the group whose directory is
+ * dir_fd, opened for the child to write "0" to, after checking that the
+ * directory is on cgroup v2 (what clone3 would have checked: EBADF, as it
+ * answers, for a v1 group or anything else).  Parent only.  Returns an
+ * O_CLOEXEC fd the caller owns, or -1 with errno set.
+ */
+static int open_group_procs(int dir_fd)
+{
+    struct statfs fs;
+    if (fstatfs(dir_fd, &fs) != 0)
+        return -1;
+    if (fs.f_type != CGROUP2_SUPER_MAGIC) {
+        errno = EBADF;
+        return -1;
+    }
+    return openat(dir_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+}
+
+/*
+ * start_child: clone the child on `stack`; with spec->cgroup_dir_fd >= 0,
+ * in that cgroup v2 group.  clone3 creates it there where it can; where it
+ * cannot (ENOSYS: a kernel before 5.3 or a seccomp filter such as Docker's;
+ * E2BIG or EINVAL: a kernel before 5.7), the group's cgroup.procs goes to
+ * args->procs_fd for the child to write to, and clone_child clones.  Any
+ * other clone3 failure (EBADF, EACCES, EBUSY, EAGAIN from pids.max...) is
+ * the spawn's failure: the child never runs outside its group.
+ * Returns the pid and sets child->pidfd and child->cgroup_joined_at_clone,
+ * or returns -1 with errno set and *stage saying which step failed.
+ * Parent only; the caller blocks every signal around it and closes
+ * args->procs_fd.
+ */
+static pid_t start_child(const struct sbx_spec *spec, struct child_args *args, char *stack,
+                         struct sbx_child *child, int *stage)
+{
+    pid_t pid;
+    if (spec->cgroup_dir_fd >= 0) {
+#if HAVE_CLONE3_RUN
+        if (!atomic_load_explicit(&clone3_unavailable, memory_order_relaxed)) {
+            pid = clone3_child(args, stack, spec->cgroup_dir_fd, &child->pidfd);
+            if (pid >= 0) {
+                child->cgroup_joined_at_clone = 1;
+                return pid;
+            }
+            if (errno != ENOSYS && errno != E2BIG && errno != EINVAL) {
+                *stage = SBX_STAGE_CGROUP_CLONE;
+                return -1;
+            }
+            atomic_store_explicit(&clone3_unavailable, 1, memory_order_relaxed);
+        }
+#endif
+        args->procs_fd = open_group_procs(spec->cgroup_dir_fd);
+        if (args->procs_fd < 0) {
+            *stage = SBX_STAGE_CGROUP_OPEN;
+            return -1;
+        }
+    }
+    pid = clone_child(args, stack + CHILD_STACK_SIZE, &child->pidfd);
+    if (pid < 0)
+        *stage = SBX_STAGE_CLONE;
+    return pid;
+}
+
 /*
  * sbx_spawn: start spec->path with stdin/stdout/stderr and the capture pipes
  * on fresh pipes.
@@ -331,21 +541,25 @@ static pid_t clone_child(struct child_args *args, char *stack_top, int *pidfd)
  * in it and must reap child->pid (sbx_pump does both).  On
  * failure returns -1, fills *error with the stage and errno, and leaves no
  * fd open and no child unreaped.  spec->pass_fds stay owned by the caller.
- * Thread-safe; may run without the GIL (touches no Python object); blocks
- * every signal of the calling thread for the few microseconds of the clone.
+ * With spec->cgroup_dir_fd >= 0 the child is in that group before it runs
+ * any program (see start_child); child->cgroup_joined_at_clone says whether
+ * it was born there.  Thread-safe; may run without the GIL (touches no
+ * Python object); blocks every signal of the calling thread for the few
+ * microseconds of the clone.
  */
 int sbx_spawn(const struct sbx_spec *spec, struct sbx_child *child, struct sbx_spawn_error *error)
 {
     struct child_args args;
     int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
     int captures[SBX_MAX_CAPTURES][2];
-    int floor = MIN_SOURCE_FD, n_targets;
+    int floor = MIN_SOURCE_FD, n_targets, stage = SBX_STAGE_NONE;
     char *stack = MAP_FAILED;
     sigset_t all, saved_mask;
     size_t i;
     int rc = -1;
 
     memset(&args, 0, sizeof args);
+    args.procs_fd = -1;
     for (i = 0; i < SBX_MAX_PASS_FDS + SBX_MAX_CAPTURES + 1; i++)
         args.pass[i] = -1;
     for (i = 0; i < SBX_MAX_CAPTURES; i++) {
@@ -354,6 +568,7 @@ int sbx_spawn(const struct sbx_spec *spec, struct sbx_child *child, struct sbx_s
     }
     child->pid = -1;
     child->pidfd = child->in_fd = child->out_fd = child->err_fd = -1;
+    child->cgroup_joined_at_clone = 0;
     error->stage = SBX_STAGE_NONE;
     error->err = 0;
 
@@ -402,13 +617,13 @@ int sbx_spawn(const struct sbx_spec *spec, struct sbx_child *child, struct sbx_s
 
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &saved_mask);
-    child->pid = clone_child(&args, stack + CHILD_STACK_SIZE, &child->pidfd);
+    child->pid = start_child(spec, &args, stack, child, &stage);
     if (child->pid < 0)
         error->err = errno;
     pthread_sigmask(SIG_SETMASK, &saved_mask, NULL);
 
     if (child->pid < 0) {
-        error->stage = SBX_STAGE_CLONE;
+        error->stage = stage;
         errno = error->err;
         goto fail;
     }
@@ -417,6 +632,7 @@ int sbx_spawn(const struct sbx_spec *spec, struct sbx_child *child, struct sbx_s
         while (waitpid(child->pid, &status, __WALL) < 0 && errno == EINTR)
             ;
         child->pid = -1;
+        child->cgroup_joined_at_clone = 0;
         close_if_open(&child->pidfd);
         error->stage = args.stage;
         error->err = args.err;
@@ -459,5 +675,6 @@ cleanup:
     }
     for (i = 0; i < SBX_MAX_PASS_FDS + SBX_MAX_CAPTURES + 1; i++)
         close_if_open(&args.pass[i]);
+    close_if_open(&args.procs_fd);
     return rc;
 }
