@@ -15,10 +15,12 @@ rlimit counts tmpfs pages).  A control group counts the whole sandbox, and only 
 
 ``SandboxCgroup`` makes a fresh group (``pysandbox-<pid>-<pidns>-<counter>-<random>``:
 the creator's pid and pid namespace, see ``_sweep_dead_callers``) under a
-shared parent group ``pysandbox`` at the root of each hierarchy it needs, sets the
-limits, and hands out write-only descriptors of the group's ``cgroup.procs`` files.  The
-spawn child writes ``b"0"`` into each of them before it executes bwrap, so every process
-of the sandbox is born inside the group.  Afterwards ``usage()`` tells what happened,
+shared parent group ``pysandbox`` in each hierarchy it needs, sets the limits, and hands
+the C core what joins it: on cgroup v2 the group's directory, in which ``clone3`` with
+``CLONE_INTO_CGROUP`` creates bwrap (no migration, so no wait for an RCU grace period);
+on v1 write-only descriptors of the group's ``cgroup.procs`` files, into which the
+spawn child writes ``b"0"`` before it executes bwrap.  Either way every process of the
+sandbox is born inside the group.  Afterwards ``usage()`` tells what happened,
 and leaving the ``with`` block kills what is left and removes the group.
 
 This module holds that lifecycle: create, join, limit, read, kill, remove, the sweeps
@@ -572,6 +574,23 @@ class SandboxCgroup:
         """Write-only, close-on-exec descriptors of the group's ``cgroup.procs`` files, one
         per hierarchy; empty before ``__enter__``, after ``__exit__`` and with no limit."""
         return list(self._procs_fds)
+
+    @property
+    def v1_procs_fds(self) -> list[int]:
+        """Those of ``procs_fds`` of cgroup v1 hierarchies: the ones the spawned child
+        writes to; the v2 group is joined through ``dir_fd``."""
+        return [fd for node, fd in zip(self._nodes, self._procs_fds) if node.hierarchy.version == 1]
+
+    @property
+    def dir_fd(self) -> int:
+        """A descriptor of the group's directory on cgroup v2, for the C core to create
+        the sandbox's first process in it (``clone3`` with ``CLONE_INTO_CGROUP``, or a
+        write to its ``cgroup.procs`` where the kernel lacks that); -1 without a v2
+        group, before ``__enter__`` and after ``__exit__``.  The group owns it."""
+        for node in self._nodes:
+            if node.hierarchy.version == 2 and node.fd >= 0 and self._state == "entered":
+                return node.fd
+        return -1
 
     @property
     def cpu_counter(self) -> int:

@@ -32,7 +32,7 @@ class Confinement:
     memory_by: str
     #: The rlimits for the C core, ``RLIMIT_NPROC`` included or not as chosen.
     rlimits: list[tuple[int, int, int]]
-    #: The cgroup.procs fds the spawned child joins.
+    #: The cgroup.procs fds (v1) the spawned child joins.
     cgroup_procs: list[int]
     #: The group, for its usage after the run; None without one.
     cgroup: SandboxCgroup | None
@@ -88,7 +88,13 @@ def confine(
             processes_by, limits = fallback.processes_by, fallback.rlimits
         memory_by = f"{version} memory controller, this sandbox only{where}" if want_memory else ""
         yield Confinement(
-            processes_by, memory_by, limits, group.procs_fds, group, group.cpu_counter
+            processes_by,
+            memory_by,
+            limits,
+            group.v1_procs_fds,
+            group,
+            group.cpu_counter,
+            group.dir_fd,
         )
 
 

@@ -531,3 +531,32 @@ def test_two_groups_at_once_are_independent() -> None:
             for group, forker in zip((first, second), forkers):
                 group.kill()
                 forker.communicate(timeout=10)
+
+
+def test_v2_is_joined_at_birth_and_v1_by_writing() -> None:
+    """The C core gets the v2 group's directory (bwrap is created in it by clone3) and
+    the v1 groups' cgroup.procs (written by the child); never both for one group."""
+    requires("pids", "memory")
+    with SandboxCgroup(processes=8, memory=64 * MiB) as group:
+        versions = [discover()[c].version for c in ("pids", "memory")]
+        if 2 in versions:
+            assert group.dir_fd >= 0
+            assert os.path.realpath(f"/proc/self/fd/{group.dir_fd}") in group.paths
+        else:
+            assert group.dir_fd == -1
+        assert len(group.v1_procs_fds) == len(group.paths) - (1 if 2 in versions else 0)
+        assert set(group.v1_procs_fds) <= set(group.procs_fds)
+    assert group.dir_fd == -1 and group.v1_procs_fds == []
+
+
+def test_a_run_on_cgroup_v2_is_born_in_its_group() -> None:
+    """Through the API: on a v2 host the sandbox's first process was created in its group
+    (no migration); on v1 it moved itself."""
+    requires("pids", "memory")
+    from pysandbox._launch import launch
+    from pysandbox._run import build_plan
+
+    plan, _limits = build_plan(["/bin/true"])
+    facts = launch(plan)
+    on_v2 = discover()["pids"].version == 2 or discover()["memory"].version == 2
+    assert facts.joined_at_clone is on_v2
