@@ -71,7 +71,8 @@ def test_sixteen_concurrent_runs_overlap() -> None:
 
     async def one_run(sleep: float) -> Result:
         script = f"date +%s.%N; sleep {sleep}; date +%s.%N"
-        return await run_async(["/bin/sh", "-c", script], limits=Limits(processes=PROCESSES))
+        limits = Limits(processes=PROCESSES, wall_time=sleep + slow(10))
+        return await run_async(["/bin/sh", "-c", script], limits=limits)
 
     def alone() -> float:
         start = time.monotonic()
