@@ -43,6 +43,8 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from bench_run import print_ratios
+
 from pysandbox import _sandbox
 from pysandbox._cgroup_mounts import unescape
 
@@ -186,25 +188,12 @@ def report(samples: list[list[float]], rounds: int) -> None:
     for variant, values in zip(VARIANTS, samples):
         q1, q2, q3 = (1e3 * q for q in statistics.quantiles(values, n=4, method="inclusive"))
         print(f"{variant.label:<52} {q2:>8.3f} {q1:>8.3f} {q3:>8.3f}")
-    by_key = {variant.key: values for variant, values in zip(VARIANTS, samples)}
     pairs = [
         ("write / clone3", "write", "clone3"),
         ("write / plain (the cost of a migration)", "write", "plain"),
         ("clone3 / plain (the cost of a birth in the group)", "clone3", "plain"),
     ]
-    print()
-    print(f"{'ratio':<52} {'of medians':>11} {'median per round':>17}")
-    print("-" * 82)
-    for label, num, den in pairs:
-        a, b = by_key[num], by_key[den]
-        of_medians = statistics.median(a) / statistics.median(b)
-        per_round = statistics.median(x / y for x, y in zip(a, b))
-        print(f"{label:<52} {of_medians:>11.3f} {per_round:>17.3f}")
-    print()
-    print("differences of medians:")
-    for label, num, den in pairs:
-        diff = 1e3 * (statistics.median(by_key[num]) - statistics.median(by_key[den]))
-        print(f"  {label.split(' (')[0].replace(' / ', ' - '):<50} {diff:>+8.3f} ms")
+    print_ratios(pairs, [variant.key for variant in VARIANTS], samples)
 
 
 def main(argv: list[str] | None = None) -> int:
