@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from ._async import run_async, run_python_async
-from ._errors import Cancelled, SandboxError
+from ._errors import Cancelled, SandboxError, SandboxFailure
 from ._eval import eval_in_sandbox
 from ._limits import Limits
 from ._run import run, run_python
@@ -22,6 +22,7 @@ __all__ = [
     "ProcessOutput",
     "Result",
     "SandboxError",
+    "SandboxFailure",
     "SelftestReport",
     "Status",
     "__version__",
