@@ -8,6 +8,7 @@ import dataclasses
 import enum
 import signal as _signal
 from collections.abc import Iterable, Iterator, Mapping
+from typing import TypeVar
 
 from ._errors import SandboxFailure
 
@@ -15,6 +16,8 @@ __all__ = ["FrozenFiles", "ProcessOutput", "Result", "Status"]
 
 #: How many trailing lines of stdout and of stderr ``Result.check`` quotes.
 CHECK_TAIL_LINES = 10
+
+_T = TypeVar("_T")
 
 
 @dataclasses.dataclass
@@ -95,8 +98,8 @@ def _encode(data: bytes) -> tuple[str, str]:
         return base64.b64encode(data).decode("ascii"), "base64"
 
 
-def _decode(text: object, encoding: object, what: str) -> bytes:
-    """The inverse of ``_encode``; ``ValueError`` naming ``what`` on anything else."""
+def _decode(text: object, encoding: object, what: str, encoding_what: str) -> bytes:
+    """The inverse of ``_encode``; ``ValueError`` naming ``what`` or ``encoding_what``."""
     if not isinstance(text, str):
         raise ValueError(f"{what}: expected a string, got {type(text).__name__}")
     if encoding == "utf-8":
@@ -106,7 +109,37 @@ def _decode(text: object, encoding: object, what: str) -> bytes:
             return base64.b64decode(text.encode("ascii"), validate=True)
         except (binascii.Error, UnicodeEncodeError) as exc:
             raise ValueError(f"{what}: invalid base64") from exc
-    raise ValueError(f"{what}: encoding must be 'utf-8' or 'base64', not {encoding!r}")
+    raise ValueError(f"{encoding_what}: must be 'utf-8' or 'base64', not {encoding!r}")
+
+
+def _field(data: Mapping[str, object], key: str, kind: type[_T]) -> _T:
+    """``data[key]`` when it is a ``kind`` (a bool is not an int), else ``ValueError``."""
+    if key not in data:
+        raise ValueError(f"{key}: missing")
+    value = data[key]
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        raise ValueError(f"{key}: expected {kind.__name__}, got {value!r}")
+    return value
+
+
+def _int_or_none(data: Mapping[str, object], key: str) -> int | None:
+    """``data[key]`` when it is None or an int, else ``ValueError``."""
+    if key in data and data[key] is None:
+        return None
+    return _field(data, key, int)
+
+
+def _seconds(data: Mapping[str, object], key: str) -> float:
+    """``data[key]`` as float seconds when it is an int or a float, else ``ValueError``."""
+    if isinstance(data.get(key), int) and not isinstance(data.get(key), bool):
+        return float(_field(data, key, int))
+    return _field(data, key, float)
+
+
+def _stream(data: Mapping[str, object], key: str) -> bytes:
+    """The bytes that ``data[key]`` and ``data[key + "_encoding"]`` describe."""
+    encoding = f"{key}_encoding"
+    return _decode(_field(data, key, str), _field(data, encoding, str), key, encoding)
 
 
 def _tail(data: bytes, truncated: bool) -> str:
@@ -221,47 +254,31 @@ class Result:
     def from_dict(cls, data: Mapping[str, object]) -> Result:
         """The ``Result`` that ``to_dict`` described; ``ValueError`` for a malformed dict."""
         try:
-            status = Status[str(data["status"])]
-            files_in = data["files"]
-            if not isinstance(files_in, Mapping):
-                raise ValueError("files: expected a mapping")
-            files: dict[str, bytes] = {}
-            for name, entry in files_in.items():
-                if not isinstance(name, str) or not isinstance(entry, Mapping):
-                    raise ValueError("files: expected name -> {'data', 'encoding'}")
-                files[name] = _decode(entry["data"], entry["encoding"], f"files[{name!r}]")
-            stdout = _decode(data["stdout"], data["stdout_encoding"], "stdout")
-            stderr = _decode(data["stderr"], data["stderr_encoding"], "stderr")
-            returncode, signal, max_rss = data["returncode"], data["signal"], data["max_rss"]
-            wall_time, cpu_time = data["wall_time"], data["cpu_time"]
-            flags = [data[k] for k in ("stdout_truncated", "stderr_truncated", "files_truncated")]
-        except KeyError as exc:
-            raise ValueError(f"missing key {exc.args[0]!r}") from None
-        for name, value in (("returncode", returncode), ("signal", signal)):
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-                raise ValueError(f"{name}: expected an int or None, got {value!r}")
-        if not isinstance(max_rss, int) or isinstance(max_rss, bool):
-            raise ValueError(f"max_rss: expected an int, got {max_rss!r}")
-        for name, value in (("wall_time", wall_time), ("cpu_time", cpu_time)):
-            if not isinstance(value, (int, float)) or isinstance(value, bool):
-                raise ValueError(f"{name}: expected a number, got {value!r}")
-        if not all(isinstance(flag, bool) for flag in flags):
-            raise ValueError("the *_truncated flags must be booleans")
-        assert isinstance(returncode, int | None) and isinstance(signal, int | None)
-        assert isinstance(wall_time, int | float) and isinstance(cpu_time, int | float)
+            status = Status[_field(data, "status", str)]
+        except KeyError:
+            raise ValueError(f"status: no such Status {data['status']!r}") from None
+        files_in = data.get("files")
+        if not isinstance(files_in, Mapping):
+            raise ValueError(f"files: expected a mapping, got {files_in!r}")
+        files: dict[str, bytes] = {}
+        for name, entry in files_in.items():
+            if not isinstance(name, str) or not isinstance(entry, Mapping):
+                raise ValueError("files: expected name -> {'data': ..., 'encoding': ...}")
+            what = f"files[{name!r}]"
+            files[name] = _decode(entry.get("data"), entry.get("encoding"), what, what)
         return cls(
             status=status,
-            returncode=returncode,
-            signal=signal,
-            stdout=stdout,
-            stderr=stderr,
-            stdout_truncated=bool(flags[0]),
-            stderr_truncated=bool(flags[1]),
-            wall_time=float(wall_time),
-            cpu_time=float(cpu_time),
-            max_rss=max_rss,
+            returncode=_int_or_none(data, "returncode"),
+            signal=_int_or_none(data, "signal"),
+            stdout=_stream(data, "stdout"),
+            stderr=_stream(data, "stderr"),
+            stdout_truncated=_field(data, "stdout_truncated", bool),
+            stderr_truncated=_field(data, "stderr_truncated", bool),
+            wall_time=_seconds(data, "wall_time"),
+            cpu_time=_seconds(data, "cpu_time"),
+            max_rss=_field(data, "max_rss", int),
             files=files,
-            files_truncated=bool(flags[2]),
+            files_truncated=_field(data, "files_truncated", bool),
         )
 
     def check(self) -> Result:
