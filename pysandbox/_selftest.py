@@ -189,9 +189,9 @@ def _check_placement() -> Check:
     support = probe()
     if not (support.pids or support.memory):
         return Check(name, False, "no per-sandbox cgroups (see above)", fix)
-    homes = sorted({h.home for c, h in discover().items() if c in ("pids", "memory")})
-    where = ", ".join(os.path.join(home, PARENT) for home in homes)
-    v2 = [h.home for c, h in discover().items() if c in ("pids", "memory") and h.version == 2]
+    limited = [h for c, h in discover().items() if c in ("pids", "memory")]
+    where = ", ".join(sorted({os.path.join(h.home, PARENT) for h in limited}))
+    v2 = [h.home for h in limited if h.version == 2]
     unit = v2[0] if v2 and v2[0].endswith((".service", ".scope")) else None
     if unit is None or _delegated(unit) or os.geteuid() != 0:
         delegated = " (a systemd unit's group delegated to this caller)" if unit else ""

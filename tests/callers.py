@@ -31,7 +31,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TypeVar, Union
+from typing import Any, TypeVar, Union
 
 import pytest
 
@@ -447,6 +447,22 @@ def run_unprivileged(
         timeout=timeout,
         check=False,
     )
+
+
+def run_installed(script: str, *args: str, timeout: float = 60) -> Any:
+    """The JSON that ``script`` prints last, run as root with this test's interpreter and
+    the installed pysandbox (which may live where no other uid can read it): a script that
+    imports first and then drops to another uid itself.  Fails the test if it fails."""
+    result = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        env={**os.environ, "PYTHONPATH": str(Path(pysandbox.__file__).parents[1])},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def processes_of(uids: range) -> list[int]:

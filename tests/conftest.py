@@ -199,7 +199,7 @@ def _nonroot_uids() -> Iterator[range]:
 @pytest.fixture
 def world_readable_dir() -> Iterator[Path]:
     """A fresh directory that every uid may enter (``tmp_path`` is root's alone)."""
-    path = Path(tempfile.mkdtemp(prefix="pysandbox-shared-"))
+    path = Path(tempfile.mkdtemp(prefix="pysandbox-shared-")).resolve()
     try:
         path.chmod(0o755)
         yield path

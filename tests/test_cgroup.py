@@ -11,7 +11,6 @@ import contextlib
 import dataclasses
 import errno
 import fcntl
-import json
 import os
 import secrets
 import signal
@@ -22,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from callers import run_installed
 from helpers import KILL_LATENCY
 
 import pysandbox
@@ -210,16 +210,7 @@ print(json.dumps([support.pids, support.memory, support.version, support.reason,
 """
     # The interpreter may live where nobody cannot reach it (/root/.pyenv): start as
     # root, import, then drop to nobody before anything touches a cgroup.
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        env={**os.environ, "PYTHONPATH": str(Path(pysandbox.__file__).parents[1])},
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    pids, memory, version, reason, error = json.loads(result.stdout)
+    pids, memory, version, reason, error = run_installed(code, timeout=30)
     assert (pids, memory, version) == (False, False, SUPPORT.version)
     # The fix names both ways to get cgroups: root, or a delegated cgroup v2 group.
     expected = "only root" if SUPPORT.version == 1 else "not delegated to uid 65534"

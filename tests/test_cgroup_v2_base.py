@@ -14,19 +14,16 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import secrets
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from callers import UNPRIVILEGED_UID
+from callers import UNPRIVILEGED_UID, run_installed
 
-import pysandbox
 from pysandbox._cgroup_base import open_ready_base
 from pysandbox._cgroup_mounts import LEAF, Hierarchy, base_of, own_cgroup, parse_mountinfo
 
@@ -189,25 +186,8 @@ with open("/proc/self/cgroup") as text:
 
 
 def _call_as_non_root(hierarchy: Hierarchy, group: Path, controller: str) -> list[str | None]:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            NON_ROOT_CALLER,
-            hierarchy.mountpoint,
-            str(hierarchy.dev),
-            str(group),
-            controller,
-            str(UNPRIVILEGED_UID),
-        ],
-        env={**os.environ, "PYTHONPATH": str(Path(pysandbox.__file__).parents[1])},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    answer: list[str | None] = json.loads(result.stdout)
+    args = (hierarchy.mountpoint, str(hierarchy.dev), str(group), controller)
+    answer: list[str | None] = run_installed(NON_ROOT_CALLER, *args, str(UNPRIVILEGED_UID))
     return answer
 
 

@@ -155,14 +155,9 @@ def _world_readable_tree(path: Path) -> None:
 
 
 @pytest.fixture
-def scratch() -> Iterator[Path]:
+def scratch(world_readable_dir: Path) -> Path:
     """A directory that a non-root caller can reach too (pytest's tmp_path is 0700)."""
-    path = Path(tempfile.mkdtemp(prefix="pysandbox-mounts-")).resolve()
-    try:
-        path.chmod(0o755)
-        yield path
-    finally:
-        shutil.rmtree(path)
+    return world_readable_dir
 
 
 @pytest.fixture(params=["root", "non-root"])
