@@ -5,7 +5,7 @@
 # and as a non-root user in a delegated scope (systemd-run --user --scope -p
 # Delegate=yes).  Every selftest line must be [yes] in each (scripts/cgroup-v2-job.sh).
 #
-#   bash scripts/test-cgroup-v2.sh            # both callers (about 20 min under TCG)
+#   bash scripts/test-cgroup-v2.sh            # both callers (about 17 min under TCG)
 #   VMLAB_MODE=user bash scripts/test-cgroup-v2.sh -k cgroup   # one caller, some tests
 #
 # Arguments go to pytest.  Skips (exit 0, saying why) when the lab is not there or its
