@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from helpers import PROMPTLY, slow
 
 from pysandbox import Result
 
+README = Path(__file__).resolve().parent.parent / "README.rst"
 #: The console script pip installed next to this interpreter.
 SCRIPT = str(Path(sys.executable).parent / "pysandbox")
 MODULE = (sys.executable, "-m", "pysandbox")
@@ -353,3 +355,45 @@ def test_demo_command_runs_the_reference_demo() -> None:
     done = cli("demo")
     assert done.returncode == 0
     assert done.stdout.decode().rstrip().endswith("Returncode: 42")
+
+
+# ---- the README's examples ---------------------------------------------------------
+
+CONSOLE_BLOCKS = re.findall(
+    r"\.\. code-block:: console\n\n((?:(?: {3,}.*)?\n)+)", README.read_text()
+)
+#: What changes from run to run: times and sizes, in the verdict line and in the JSON.
+MEASURES = [
+    (re.compile(r"\b(cpu|wall) [0-9.]+ s\b"), r"\1 N s"),
+    (re.compile(r"max rss [0-9.]+ \w+"), "max rss N"),
+    (re.compile(r'"(wall_time|cpu_time|max_rss)": [0-9.e-]+'), r'"\1": N'),
+]
+
+
+def _measures_masked(text: str) -> str:
+    for pattern, mask in MEASURES:
+        text = pattern.sub(mask, text)
+    return text
+
+
+def test_readme_command_line_examples_print_what_they_show(tmp_path: Path) -> None:
+    """Each console block runs in one shell, in order, in a scratch directory: its
+    output (stdout and stderr as a terminal interleaves them) is the block's lines
+    that are not ``$`` commands."""
+    assert CONSOLE_BLOCKS
+    env = {**os.environ, "PATH": f"{Path(SCRIPT).parent}{os.pathsep}{os.environ['PATH']}"}
+    for block in CONSOLE_BLOCKS:
+        lines = [line[3:] for line in block.rstrip().splitlines()]
+        script = "\n".join(line[2:] for line in lines if line.startswith("$ "))
+        shown = "\n".join(line for line in lines if not line.startswith("$ "))
+        done = subprocess.run(
+            ["bash", "-c", script],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+            env=env,
+            timeout=TIMEOUT,
+            check=False,
+        )
+        printed = done.stdout.decode().rstrip()
+        assert _measures_masked(printed) == _measures_masked(shown), printed
