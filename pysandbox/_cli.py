@@ -11,13 +11,15 @@ bare ``python -m pysandbox`` is the demo, and ``--selftest`` is ``selftest``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
 import signal
 import sys
-from collections.abc import Sequence
-from typing import Callable
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Callable, NoReturn, TextIO
 
 from . import __version__
 from ._demo import demo
@@ -36,6 +38,7 @@ __all__ = [
     "EXIT_SANDBOX_ERROR",
     "EXIT_SELFTEST_FAILED",
     "EXIT_SIGNAL_BASE",
+    "EXIT_TERMINATED",
     "EXIT_USAGE",
     "build_parser",
     "exit_status",
@@ -56,6 +59,9 @@ EXIT_SANDBOX_ERROR = 125
 EXIT_SIGNAL_BASE = 128
 #: Ctrl-C (SIGINT) interrupted the command; the sandbox was killed and reaped.
 EXIT_INTERRUPTED = EXIT_SIGNAL_BASE + signal.SIGINT
+#: SIGTERM (``timeout``, ``kill``, a service manager) ended the command; the sandbox was
+#: killed and reaped.
+EXIT_TERMINATED = EXIT_SIGNAL_BASE + signal.SIGTERM
 
 EXIT_STATUS_HELP = f"""\
 exit status:
@@ -66,37 +72,45 @@ exit status:
           or --output-dir could not be written
   {EXIT_USAGE}       bad options or arguments; nothing ran
   {EXIT_INTERRUPTED}     interrupted (Ctrl-C); the sandbox was killed
+  {EXIT_TERMINATED}     terminated (SIGTERM); the sandbox was killed
   selftest exits 0 when every protection holds, {EXIT_SELFTEST_FAILED} otherwise.
 With --json, stdout holds exactly one JSON object: Result.to_dict() of the run, or
-{{"error": MESSAGE, "kind": "sandbox_error" | "interrupted"}} when there was no result."""
+{{"error": MESSAGE, "kind": "sandbox_error" | "interrupted" | "terminated"}} when there
+was no result."""
 
 
 class _Passthrough:
-    """Writes the program's output bytes to our stdout and stderr as they come, and
-    knows whether the last byte written ended a line (the verdict starts on its own)."""
+    """Writes the program's output bytes to our stdout and stderr, and knows whether the
+    last byte written ended a line (so the verdict starts on a line of its own)."""
 
     def __init__(self) -> None:
         self.ends_line = True
 
-    def _write(self, text_stream: object, chunk: bytes) -> None:
-        if not chunk:
-            return
-        stream = getattr(text_stream, "buffer", None)
-        if stream is None:
-            raise RuntimeError("sys.stdout/sys.stderr must be binary-capable text streams")
-        stream.write(chunk)
-        stream.flush()
-        self.ends_line = chunk.endswith(b"\n")
+    def _write(self, stream: TextIO, chunk: bytes) -> None:
+        if chunk:
+            stream.flush()
+            stream.buffer.write(chunk)
+            stream.buffer.flush()
+            self.ends_line = chunk.endswith(b"\n")
 
     def stdout(self, chunk: bytes) -> None:
         """Write ``chunk`` of the program's stdout to ours."""
-        sys.stdout.flush()
         self._write(sys.stdout, chunk)
 
     def stderr(self, chunk: bytes) -> None:
         """Write ``chunk`` of the program's stderr to ours."""
-        sys.stderr.flush()
         self._write(sys.stderr, chunk)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Inputs:
+    """What the options shared by ``run`` and ``python`` ask for, read and checked."""
+
+    limits: Limits
+    stdin: bytes | None
+    files: dict[str, bytes]
+    env: dict[str, str]
+    readable: list[str]
 
 
 def exit_status(result: Result) -> int:
@@ -147,23 +161,22 @@ def _input_files(parser: argparse.ArgumentParser, specs: Sequence[str]) -> dict[
     return files
 
 
-def _run_keywords(
-    parser: argparse.ArgumentParser, options: argparse.Namespace
-) -> dict[str, object]:
-    """The keyword arguments of ``run``/``run_python`` that the common options ask for;
-    usage errors for what cannot be read, and the output directory made ready."""
+def _inputs(parser: argparse.ArgumentParser, options: argparse.Namespace) -> _Inputs:
+    """Read and check what the shared options ask for, then make the output directory
+    ready; each problem is a usage error, before anything runs."""
+    inputs = _Inputs(
+        limits=limits_from(options),
+        stdin=None if options.stdin is None else _read(parser, "--stdin", options.stdin),
+        files=_input_files(parser, options.files),
+        env=_pairs(parser, "--env", options.env),
+        readable=[os.path.abspath(path) for path in options.readable],
+    )
     if options.output_dir is not None:
         try:
             prepare(options.output_dir)
         except OutputDirError as exc:
             parser.error(f"argument --output-dir: {exc}")
-    return {
-        "limits": limits_from(options),
-        "stdin": None if options.stdin is None else _read(parser, "--stdin", options.stdin),
-        "files": _input_files(parser, options.files),
-        "env": _pairs(parser, "--env", options.env),
-        "readable": [os.path.abspath(path) for path in options.readable],
-    }
+    return inputs
 
 
 def _program(options: argparse.Namespace) -> list[str]:
@@ -195,45 +208,69 @@ def _report(result: Result, limits: Limits, options: argparse.Namespace, out: _P
 def _launch(
     parser: argparse.ArgumentParser,
     options: argparse.Namespace,
-    call: Callable[..., Result],
-    first: object,
-    **extra: object,
+    start: Callable[[_Inputs], Result],
 ) -> int:
-    """Call ``run`` or ``run_python`` with what the options ask for and report."""
-    keywords = _run_keywords(parser, options)
+    """Run what ``start`` starts with the inputs the options ask for, and report it."""
+    inputs = _inputs(parser, options)
     out = _Passthrough()
     try:
-        result = call(first, **keywords, **extra)
+        result = start(inputs)
     except (TypeError, ValueError) as exc:
         parser.error(str(exc))
-    limits = keywords["limits"]
-    assert isinstance(limits, Limits)
-    return _report(result, limits, options, out)
+    return _report(result, inputs.limits, options, out)
 
 
 def _run_command(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
     argv = _program(options)
     if not argv:
         parser.error("no program given: pysandbox run [options] -- PROGRAM [ARGS...]")
-    return _launch(parser, options, run, argv)
+
+    def start(inputs: _Inputs) -> Result:
+        return run(
+            argv,
+            stdin=inputs.stdin,
+            limits=inputs.limits,
+            files=inputs.files,
+            readable=inputs.readable,
+            env=inputs.env,
+        )
+
+    return _launch(parser, options, start)
+
+
+def _python_code(
+    parser: argparse.ArgumentParser, options: argparse.Namespace
+) -> tuple[str, list[str]]:
+    """The code to run (``-c CODE``, or a host file) and its arguments."""
+    argv = _program(options)
+    if options.code is not None:
+        return options.code, argv
+    if not argv:
+        parser.error("no code given: pysandbox python [options] FILE.py | -c CODE [ARGS...]")
+    if argv[0] == "-" and options.stdin == "-":
+        parser.error("the code and --stdin cannot both come from our stdin ('-')")
+    source = _read(parser, "FILE.py", argv[0])
+    try:
+        return source.decode("utf-8"), argv[1:]
+    except UnicodeDecodeError:
+        parser.error(f"{argv[0]} is not UTF-8 text")
 
 
 def _python_command(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
-    argv = _program(options)
-    if options.code is not None:
-        code, args = options.code, argv
-    elif not argv:
-        parser.error("no code given: pysandbox python [options] FILE.py | -c CODE [ARGS...]")
-    else:
-        if argv[0] == "-" and options.stdin == "-":
-            parser.error("the code and --stdin cannot both come from our stdin ('-')")
-        source = _read(parser, "FILE.py", argv[0])
-        try:
-            code = source.decode("utf-8")
-        except UnicodeDecodeError:
-            parser.error(f"{argv[0]} is not UTF-8 text")
-        args = argv[1:]
-    return _launch(parser, options, run_python, code, args=args)
+    code, args = _python_code(parser, options)
+
+    def start(inputs: _Inputs) -> Result:
+        return run_python(
+            code,
+            args=args,
+            stdin=inputs.stdin,
+            limits=inputs.limits,
+            files=inputs.files,
+            readable=inputs.readable,
+            env=inputs.env,
+        )
+
+    return _launch(parser, options, start)
 
 
 def _selftest_command(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
@@ -355,6 +392,33 @@ def _fail(options: argparse.Namespace | None, kind: str, message: str, status: i
     return status
 
 
+class _Terminated(Exception):
+    """SIGTERM arrived: raised from the signal handler, so a run in progress kills and
+    reaps its sandbox (the C core checks for signals while it waits) and unwinds."""
+
+
+def _raise_terminated(signum: int, frame: object) -> NoReturn:
+    raise _Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds() -> Iterator[None]:
+    """Make SIGTERM raise ``_Terminated`` for the duration, in the main thread, unless
+    it is ignored (as ``nohup`` and some supervisors start a command)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous == signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _dispatch(argv: list[str]) -> int:
     """Parse ``argv`` and run its command; errors that leave no result become statuses."""
     options: argparse.Namespace | None = None
@@ -373,6 +437,8 @@ def _dispatch(argv: list[str]) -> int:
         return _fail(options, "sandbox_error", str(exc), EXIT_SANDBOX_ERROR)
     except KeyboardInterrupt:
         return _fail(options, "interrupted", "the sandbox was killed", EXIT_INTERRUPTED)
+    except _Terminated:
+        return _fail(options, "terminated", "the sandbox was killed", EXIT_TERMINATED)
     except BrokenPipeError:
         # The reader of our stdout went away (``pysandbox run ... | head``): exit as a
         # program killed by SIGPIPE would, without a traceback at interpreter exit.
@@ -384,7 +450,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (``sys.argv[1:]`` when None) and return its exit
     status; usage errors print argparse's message and return ``EXIT_USAGE``, never raise."""
     try:
-        return _dispatch(list(sys.argv[1:] if argv is None else argv))
+        with _sigterm_unwinds():
+            return _dispatch(list(sys.argv[1:] if argv is None else argv))
     except SystemExit as exc:
         return _exit_code(exc)
 

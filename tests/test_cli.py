@@ -309,7 +309,17 @@ WITH_DEFAULT_SIGINT = (
 )
 
 
-def test_ctrl_c_kills_the_sandbox_and_exits_130(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("signum", "status", "message"),
+    [
+        (signal.SIGINT, 130, "pysandbox: interrupted: the sandbox was killed\n"),
+        (signal.SIGTERM, 143, "pysandbox: terminated: the sandbox was killed\n"),
+    ],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_ctrl_c_or_sigterm_kills_the_sandbox_and_exits_128_plus_it(
+    tmp_path: Path, signum: int, status: int, message: str
+) -> None:
     marker = unique_marker()  # in a file: the command line's own argv must not hold it
     program = tmp_path / "sleeper.py"
     program.write_text(
@@ -327,16 +337,34 @@ def test_ctrl_c_kills_the_sandbox_and_exits_130(tmp_path: Path) -> None:
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the sandbox never started"
             time.sleep(0.02)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         stdout, stderr = proc.communicate(timeout=PROMPTLY)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 130
-    assert stderr.decode() == "pysandbox: interrupted: the sandbox was killed\n"
+    assert proc.returncode == status
+    assert stderr.decode() == message
     assert stdout == b""
-    assert survivors(marker) == [], "the sandbox outlived Ctrl-C"
+    assert survivors(marker) == [], "the sandbox outlived the signal"
+
+
+def test_a_reader_that_went_away_is_sigpipe_without_a_traceback() -> None:
+    """``pysandbox run ... | head -1``: the pipe's reader is gone before the output comes."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            [SCRIPT, "python", "-c", "print('x' * 100_000)"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            timeout=TIMEOUT,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert done.returncode == 128 + signal.SIGPIPE
+    assert b"Traceback" not in done.stderr and b"Exception ignored" not in done.stderr
 
 
 def test_selftest_json_agrees_with_its_exit_status() -> None:
