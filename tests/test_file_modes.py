@@ -234,6 +234,7 @@ def test_gcc_compiles_in_one_sandbox_and_the_binary_runs_in_the_next() -> None:
     built = run(["gcc", "-O2", "-o", "sum", "sum.c"], files={"sum.c": PROGRAM_C}, limits=GENEROUS)
     assert built.status is Status.OK, built
     assert built.executables == frozenset({"sum"})
+    assert set(built.files) == {"sum.c", "sum"}  # gcc's temporary files in "." are gone
     assert built.files["sum"].startswith(b"\x7fELF")
     for given, expected in [(b"2 3", b"5\n"), (b"-7 7\n", b"0\n"), (b"40 2", b"42\n")]:
         ran = run(["./sum"], stdin=given, files=built.files_with_modes())
