@@ -1,8 +1,9 @@
 """Files keep their executable bit: ``File`` in, ``Result.executables`` out.
 
-Real runs: a script given executable runs as ``./x``, one given without cannot; gcc
-compiles in one sandbox and the binary runs in the next; modes set inside with ``chmod``
-come back as exactly the executable bit, never setuid, setgid or sticky.
+Real runs, by a root and a non-root caller: a script given executable runs as ``./x``,
+one given without cannot; gcc compiles in one sandbox and the binary runs in the next;
+modes set inside with ``chmod`` come back as exactly the executable bit, never setuid,
+setgid or sticky.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+from callers import Caller
 
 import pysandbox
 import pysandbox._run
@@ -40,10 +42,11 @@ def parse_stat(output: bytes) -> dict[str, int]:
     return {name: int(mode, 8) for mode, name in pairs}
 
 
-def modes_inside(files: Mapping[str, bytes | File]) -> dict[str, int]:
+def modes_inside(caller: Caller, files: Mapping[str, bytes | File]) -> dict[str, int]:
     """The permission bits (``stat %a``, setuid/setgid/sticky included) each file has
-    inside a sandbox that is given ``files``."""
-    result = run(["/bin/sh", "-c", 'stat -c "%a %n" "$@"', "sh", *files], files=files)
+    inside a sandbox that ``caller`` gives ``files``."""
+    script = 'stat -c "%a %n" "$@"'
+    result = caller.run(["/bin/sh", "-c", script, "sh", *files], files=files)
     assert result.status is Status.OK, result
     return parse_stat(result.stdout)
 
@@ -113,8 +116,8 @@ def test_file_values_that_do_not_fit_are_refused_up_front() -> None:
 # --------------------------------------------------------------------------- modes in
 
 
-def test_an_executable_input_runs_as_dot_slash() -> None:
-    result = run(["./x"], files={"x": File(SCRIPT, executable=True)})
+def test_an_executable_input_runs_as_dot_slash(caller: Caller) -> None:
+    result = caller.run(["./x"], files={"x": File(SCRIPT, executable=True)})
     assert result.status is Status.OK, result
     assert result.stdout == b"ran as ./x\n"
     assert result.executables == frozenset({"x"})
@@ -128,17 +131,25 @@ def test_run_python_and_run_async_take_files_too() -> None:
     assert result.stdout == b"ran as bin/x\n"
 
 
-@pytest.mark.parametrize("value", [SCRIPT, File(SCRIPT), File(SCRIPT, executable=False)])
-def test_an_input_that_is_not_executable_cannot_be_executed(value: bytes | File) -> None:
-    result = run(["/bin/sh", "-c", "./x"], files={"x": value})
+@pytest.mark.parametrize(
+    "value",
+    [SCRIPT, File(SCRIPT), File(SCRIPT, executable=False)],
+    ids=["bytes", "File", "File-not-executable"],
+)
+def test_an_input_that_is_not_executable_cannot_be_executed(
+    caller: Caller, value: bytes | File
+) -> None:
+    result = caller.run(["/bin/sh", "-c", "./x"], files={"x": value})
     assert result.returncode == 126, result
     assert b"Permission denied" in result.stderr
     assert result.executables == frozenset()
     with pytest.raises(SandboxError, match=r"cannot execute \./x: Permission denied"):
-        run(["./x"], files={"x": value})
+        caller.run(["./x"], files={"x": value})
 
 
-def test_input_modes_are_0755_and_0644_less_the_umask_and_stay_writable() -> None:
+def test_input_modes_are_0755_and_0644_less_the_umask_and_stay_writable(
+    caller: Caller,
+) -> None:
     files: dict[str, bytes | File] = {
         "exe": File(SCRIPT, executable=True),
         "plain": File(b"p"),
@@ -146,13 +157,13 @@ def test_input_modes_are_0755_and_0644_less_the_umask_and_stay_writable() -> Non
         "deep/er/exe": File(b"", executable=True),
     }
     mask = umask()
-    assert modes_inside(files) == {
+    assert modes_inside(caller, files) == {
         "exe": 0o755 & ~mask,
         "plain": 0o644 & ~mask,
         "raw": 0o644 & ~mask,
         "deep/er/exe": 0o755 & ~mask,
     }
-    result = run(["/bin/sh", "-c", "echo more >> exe && ./exe"], files=files)
+    result = caller.run(["/bin/sh", "-c", "echo more >> exe && ./exe"], files=files)
     assert result.status is Status.OK and result.files["exe"] == SCRIPT + b"more\n", result
 
 
@@ -192,10 +203,10 @@ MODES_OUT = {
 }
 
 
-def test_executables_are_the_files_whose_owner_may_execute_them() -> None:
+def test_executables_are_the_files_whose_owner_may_execute_them(caller: Caller) -> None:
     chmods = " && ".join(f"chmod {mode:o} {name}" for name, (mode, _) in MODES_OUT.items())
     script = f"touch {' '.join(MODES_OUT)} && {chmods} && stat -c '%a %n' *"
-    result = run(["/bin/sh", "-c", script])
+    result = caller.run(["/bin/sh", "-c", script])
     assert result.status is Status.OK, result
     # The modes really were set inside, setuid and all, when the init read them.
     assert parse_stat(result.stdout) == {name: mode for name, (mode, _) in MODES_OUT.items()}
@@ -203,13 +214,15 @@ def test_executables_are_the_files_whose_owner_may_execute_them() -> None:
     assert result.executables == {name for name, (_, executable) in MODES_OUT.items() if executable}
 
 
-def test_setuid_setgid_and_sticky_do_not_come_back() -> None:
+def test_setuid_setgid_and_sticky_do_not_come_back(caller: Caller) -> None:
     """A run sets them; what comes back, given to the next run, is 0755 at most."""
-    made = run(["/bin/sh", "-c", "touch a b c && chmod 4755 a && chmod 2711 b && chmod 1777 c"])
+    made = caller.run(
+        ["/bin/sh", "-c", "touch a b c && chmod 4755 a && chmod 2711 b && chmod 1777 c"]
+    )
     assert made.status is Status.OK and made.executables == {"a", "b", "c"}, made
     again = made.files_with_modes()
     assert again == {name: File(b"", executable=True) for name in "abc"}
-    assert modes_inside(again) == dict.fromkeys("abc", 0o755 & ~umask())
+    assert modes_inside(caller, again) == dict.fromkeys("abc", 0o755 & ~umask())
 
 
 def test_files_with_modes_gives_every_file_with_its_bit() -> None:
@@ -230,15 +243,17 @@ int main(void) {
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed on this host")
-def test_gcc_compiles_in_one_sandbox_and_the_binary_runs_in_the_next() -> None:
-    built = run(["gcc", "-O2", "-o", "sum", "sum.c"], files={"sum.c": PROGRAM_C}, limits=GENEROUS)
+def test_gcc_compiles_in_one_sandbox_and_the_binary_runs_in_the_next(caller: Caller) -> None:
+    built = caller.run(
+        ["gcc", "-O2", "-o", "sum", "sum.c"], files={"sum.c": PROGRAM_C}, limits=GENEROUS
+    )
     assert built.status is Status.OK, built
     assert built.executables == frozenset({"sum"})
     assert set(built.files) == {"sum.c", "sum"}  # gcc's temporary files in "." are gone
     assert built.files["sum"].startswith(b"\x7fELF")
     for given, expected in [(b"2 3", b"5\n"), (b"-7 7\n", b"0\n"), (b"40 2", b"42\n")]:
-        ran = run(["./sum"], stdin=given, files=built.files_with_modes())
+        ran = caller.run(["./sum"], stdin=given, files=built.files_with_modes())
         assert (ran.status, ran.stdout) == (Status.OK, expected), ran
     # The same files without their modes: the binary is there but cannot run.
     with pytest.raises(SandboxError, match="Permission denied"):
-        run(["./sum"], stdin=b"1 1", files=dict(built.files))
+        caller.run(["./sum"], stdin=b"1 1", files=dict(built.files))
