@@ -24,6 +24,7 @@ from typing import Callable, NoReturn, TextIO
 from . import __version__
 from ._demo import demo
 from ._errors import SandboxError
+from ._file import File
 from ._limits import Limits
 from ._options import add_limit_options, limits_from
 from ._output_dir import OutputDirError, prepare, write_files
@@ -108,7 +109,7 @@ class _Inputs:
 
     limits: Limits
     stdin: bytes | None
-    files: dict[str, bytes]
+    files: dict[str, File]
     env: dict[str, str]
     readable: list[str]
 
@@ -135,20 +136,28 @@ def _pairs(parser: argparse.ArgumentParser, option: str, specs: Sequence[str]) -
     return pairs
 
 
-def _read(parser: argparse.ArgumentParser, option: str, path: str) -> bytes:
-    """The bytes of host file ``path`` (``-``: our stdin); a usage error if unreadable."""
+def _open(parser: argparse.ArgumentParser, option: str, path: str) -> File:
+    """Host file ``path`` (``-``: our stdin) as a ``File`` that is executable when any
+    of its execute bits is set; a usage error when it cannot be read."""
     if path == "-":
-        return sys.stdin.buffer.read()
+        return File(sys.stdin.buffer.read())
     try:
         with open(path, "rb") as stream:
-            return stream.read()
+            mode = os.fstat(stream.fileno()).st_mode
+            return File(stream.read(), executable=bool(mode & 0o111))
     except OSError as exc:
         parser.error(f"argument {option}: cannot read {path}: {exc.strerror or exc}")
 
 
-def _input_files(parser: argparse.ArgumentParser, specs: Sequence[str]) -> dict[str, bytes]:
-    """``--file NAME=PATH`` (or ``--file PATH``: its base name) as name to content."""
-    files: dict[str, bytes] = {}
+def _read(parser: argparse.ArgumentParser, option: str, path: str) -> bytes:
+    """The bytes of host file ``path`` (``-``: our stdin); a usage error if unreadable."""
+    return _open(parser, option, path).content
+
+
+def _input_files(parser: argparse.ArgumentParser, specs: Sequence[str]) -> dict[str, File]:
+    """``--file NAME=PATH`` (or ``--file PATH``: its base name) as name to ``File``,
+    with the host file's executable bit."""
+    files: dict[str, File] = {}
     for spec in specs:
         name, equals, path = spec.partition("=")
         if not equals:
@@ -157,8 +166,20 @@ def _input_files(parser: argparse.ArgumentParser, specs: Sequence[str]) -> dict[
             parser.error(f"argument --file: expected NAME=PATH or a file's PATH, got {spec!r}")
         if name in files:
             parser.error(f"argument --file: {name!r} is given twice")
-        files[name] = _read(parser, "--file", path)
+        files[name] = _open(parser, "--file", path)
     return files
+
+
+def _one_reader_of_stdin(parser: argparse.ArgumentParser, options: argparse.Namespace) -> None:
+    """A usage error when more than one option would read our stdin (``-``): the first
+    would take it all."""
+    readers = ["--stdin"] if options.stdin == "-" else []
+    readers += ["--file"] * sum(spec == "-" or spec.endswith("=-") for spec in options.files)
+    program = _program(options)
+    if options.command == "python" and options.code is None and program[:1] == ["-"]:
+        readers.append("FILE.py")
+    if len(readers) > 1:
+        parser.error(f"only one of {', '.join(readers)} can read our stdin ('-')")
 
 
 def _inputs(parser: argparse.ArgumentParser, options: argparse.Namespace) -> _Inputs:
@@ -190,7 +211,7 @@ def _report(result: Result, limits: Limits, options: argparse.Namespace, out: _P
     status = exit_status(result)
     if options.output_dir is not None:
         try:
-            write_files(options.output_dir, result.files)
+            write_files(options.output_dir, result.files, result.executables)
         except OutputDirError as exc:
             print(f"pysandbox: error: {exc}", file=sys.stderr)
             status = EXIT_SANDBOX_ERROR
@@ -224,6 +245,7 @@ def _run_command(parser: argparse.ArgumentParser, options: argparse.Namespace) -
     argv = _program(options)
     if not argv:
         parser.error("no program given: pysandbox run [options] -- PROGRAM [ARGS...]")
+    _one_reader_of_stdin(parser, options)
 
     def start(inputs: _Inputs) -> Result:
         return run(
@@ -247,8 +269,6 @@ def _python_code(
         return options.code, argv
     if not argv:
         parser.error("no code given: pysandbox python [options] FILE.py | -c CODE [ARGS...]")
-    if argv[0] == "-" and options.stdin == "-":
-        parser.error("the code and --stdin cannot both come from our stdin ('-')")
     source = _read(parser, "FILE.py", argv[0])
     try:
         return source.decode("utf-8"), argv[1:]
@@ -257,6 +277,7 @@ def _python_code(
 
 
 def _python_command(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
+    _one_reader_of_stdin(parser, options)
     code, args = _python_code(parser, options)
 
     def start(inputs: _Inputs) -> Result:

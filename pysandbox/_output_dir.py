@@ -16,6 +16,7 @@ import errno
 import os
 import secrets
 from collections.abc import Iterator, Mapping
+from collections.abc import Set as AbstractSet
 
 from ._files import name_problem
 
@@ -76,9 +77,12 @@ def _write_one(root: int, name: str, content: bytes, mode: int) -> None:
             os.close(fd)
 
 
-def write_files(directory: str, files: Mapping[str, bytes]) -> None:
+def write_files(
+    directory: str, files: Mapping[str, bytes], executables: AbstractSet[str] = frozenset()
+) -> None:
     """Write each of ``files`` (relative name to content) below ``directory``, creating
-    sub-directories as needed, with mode ``0o666`` less the umask.
+    sub-directories as needed, with mode ``0o666`` less the umask, or ``0o777`` less the
+    umask for the names in ``executables`` (``Result.executables``).
 
     :raises OutputDirError: a name is unfit, or a file could not be written (a symlink
         or a file in the way of a directory, a directory in the way of a file, a full
@@ -94,7 +98,7 @@ def write_files(directory: str, files: Mapping[str, bytes]) -> None:
             if problem is not None:
                 raise OutputDirError(f"refusing the output file name {name!r}: it {problem}")
             try:
-                _write_one(root, name, content, 0o666)
+                _write_one(root, name, content, 0o777 if name in executables else 0o666)
             except OSError as exc:
                 reason = exc.strerror or str(exc)
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):

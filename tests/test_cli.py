@@ -160,7 +160,7 @@ def test_json_is_one_object_in_the_schema_of_to_dict() -> None:
     assert (data["status"], data["returncode"], data["signal"]) == ("NONZERO_EXIT", 5, None)
     assert (data["stdout"], data["stdout_encoding"]) == ("hi\n", "utf-8")
     assert result.stderr == b"\xff" and data["stderr_encoding"] == "base64"
-    assert data["files"] == {"o.txt": {"data": "x", "encoding": "utf-8"}}
+    assert data["files"] == {"o.txt": {"data": "x", "encoding": "utf-8", "executable": False}}
 
 
 def test_json_of_a_limit_keeps_the_exit_status() -> None:
@@ -208,6 +208,28 @@ def test_files_go_in_and_come_back_out(tmp_path: Path) -> None:
         "in/b.bin": b"\x00\xff",
         "res/c.bin": b"alpha\n\x00\xff",
     }
+
+
+def test_the_executable_bit_goes_in_and_comes_back_out(tmp_path: Path) -> None:
+    """A host script runs as ``./name``; a program made in the sandbox runs on the host."""
+    script = tmp_path / "hello.sh"
+    script.write_text("#!/bin/sh\necho hello from $0\n")
+    script.chmod(0o744)
+    (tmp_path / "plain.txt").write_text("data")
+    (tmp_path / "plain.txt").chmod(0o644)
+    out = tmp_path / "out"
+    made = "printf '#!/bin/sh\\necho made inside\\n' > made.sh && chmod +x made.sh && ./hello.sh"
+    done = cli(
+        "run", "--file", str(script), "--file", str(tmp_path / "plain.txt"),
+        "--output-dir", str(out), "--", "sh", "-c", made,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == b"hello from ./hello.sh\n"
+    modes = {path.name: path.stat().st_mode & 0o111 != 0 for path in out.iterdir()}
+    assert modes == {"hello.sh": True, "made.sh": True, "plain.txt": False}
+    assert subprocess.run([out / "made.sh"], capture_output=True, check=True).stdout == (
+        b"made inside\n"
+    )
 
 
 def test_output_dir_replaces_a_symlink_and_never_writes_through_it(tmp_path: Path) -> None:
@@ -282,6 +304,7 @@ def test_env_and_readable(world_readable_dir: Path) -> None:
         ["python"],
         ["python", "/no/such/file.py"],
         ["python", "--stdin", "-", "-"],
+        ["run", "--stdin", "-", "--file", "in.txt=-", "--", "true"],
         ["selftest", "--bogus"],
     ],
 )
