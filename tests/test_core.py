@@ -86,7 +86,7 @@ def test_interactive_stdin_callback() -> None:
     raw = sh(
         "echo first; read a; echo got:$a; read b || echo eof",
         stdin=b"",
-        on_stdout=on_stdout,
+        stdin_callback=on_stdout,
     )
     assert raw["stdout"] == b"first\ngot:second\neof\n"
     assert b"".join(seen) == raw["stdout"]
@@ -97,13 +97,13 @@ def test_exception_in_callback_propagates_after_the_child_is_reaped() -> None:
         raise LookupError("from the callback")
 
     with pytest.raises(LookupError, match="from the callback"):
-        sh("echo hi; sleep 30", on_stdout=boom)
+        sh("echo hi; sleep 30", stdin_callback=boom)
     assert children_of(os.getpid()) == []
 
 
 def test_callback_must_return_bytes_or_none() -> None:
     with pytest.raises(TypeError, match="bytes or None"):
-        sh("echo hi; sleep 30", on_stdout=lambda chunk: "text")  # type: ignore[arg-type,return-value]
+        sh("echo hi; sleep 30", stdin_callback=lambda chunk: "text")  # type: ignore[arg-type,return-value]
     assert children_of(os.getpid()) == []
 
 
