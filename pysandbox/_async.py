@@ -46,8 +46,18 @@ def _on_loop(
         return None
     shown_by = callback
 
+    gone = (
+        f"the awaiting task was cancelled or its event loop closed while its {name} "
+        "callback was pending; the sandbox was killed"
+    )
+
     def show_on_loop(chunk: bytes) -> None:
-        pending = asyncio.run_coroutine_threadsafe(_show(shown_by, chunk), loop)
+        showing = _show(shown_by, chunk)
+        try:
+            pending = asyncio.run_coroutine_threadsafe(showing, loop)
+        except RuntimeError:  # the loop is closed
+            showing.close()
+            raise Cancelled(gone) from None
         while True:
             try:
                 pending.result(timeout=CALLBACK_WAIT_SLICE)
@@ -55,10 +65,7 @@ def _on_loop(
             except concurrent.futures.TimeoutError:
                 if cancel.is_set() or loop.is_closed():
                     pending.cancel()
-                    raise Cancelled(
-                        f"the run was cancelled while its {name} callback was pending; "
-                        "the sandbox was killed"
-                    ) from None
+                    raise Cancelled(gone) from None
 
     return show_on_loop
 
