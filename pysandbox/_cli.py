@@ -2,7 +2,7 @@
 
 ``pysandbox run [options] -- PROGRAM ARGS...`` and ``pysandbox python [options] FILE.py |
 -c CODE [ARGS...]`` run one program in a fresh sandbox: its stdout and stderr pass
-through, then one verdict line goes to stderr (or, with ``--json``, one JSON object,
+through as they arrive, then one verdict line goes to stderr (or, with ``--json``, one JSON object,
 ``Result.to_dict()``, goes to stdout), and the exit status mirrors the program's.
 ``pysandbox selftest`` and ``pysandbox demo`` run the self-test and the reference demo;
 bare ``python -m pysandbox`` is the demo, and ``--selftest`` is ``selftest``.
@@ -80,18 +80,35 @@ With --json, stdout holds exactly one JSON object: Result.to_dict() of the run, 
 was no result."""
 
 
+class _ReaderGone(Exception):
+    """The reader of our stdout or stderr went away (``pysandbox run ... | head``).
+
+    Not an ``OSError``: raised from an output callback, it must unwind through ``run``
+    as it is, and ``run`` reports an ``OSError`` there as a sandbox that did not start.
+    """
+
+    def __init__(self, fd: int) -> None:
+        super().__init__(fd)
+        #: Our descriptor whose reader is gone.
+        self.fd = fd
+
+
 class _Passthrough:
-    """Writes the program's output bytes to our stdout and stderr, and knows whether the
-    last byte written ended a line (so the verdict starts on a line of its own)."""
+    """Writes the program's output bytes to our stdout and stderr as they arrive (each
+    chunk flushed at once), and knows whether the last byte written ended a line (so the
+    verdict starts on a line of its own)."""
 
     def __init__(self) -> None:
         self.ends_line = True
 
     def _write(self, stream: TextIO, chunk: bytes) -> None:
         if chunk:
-            stream.flush()
-            stream.buffer.write(chunk)
-            stream.buffer.flush()
+            try:
+                stream.flush()
+                stream.buffer.write(chunk)
+                stream.buffer.flush()
+            except BrokenPipeError:
+                raise _ReaderGone(stream.fileno()) from None
             self.ends_line = chunk.endswith(b"\n")
 
     def stdout(self, chunk: bytes) -> None:
@@ -112,6 +129,18 @@ class _Inputs:
     files: dict[str, File]
     env: dict[str, str]
     readable: list[str]
+    #: Where the program's output goes as it arrives; None with ``--json``.
+    passthrough: _Passthrough | None
+
+    @property
+    def on_stdout(self) -> Callable[[bytes], None] | None:
+        """``run``'s ``on_stdout``: our stdout, live, unless the output goes into JSON."""
+        return None if self.passthrough is None else self.passthrough.stdout
+
+    @property
+    def on_stderr(self) -> Callable[[bytes], None] | None:
+        """``run``'s ``on_stderr``: our stderr, live, unless the output goes into JSON."""
+        return None if self.passthrough is None else self.passthrough.stderr
 
 
 def exit_status(result: Result) -> int:
@@ -191,6 +220,7 @@ def _inputs(parser: argparse.ArgumentParser, options: argparse.Namespace) -> _In
         files=_input_files(parser, options.files),
         env=_pairs(parser, "--env", options.env),
         readable=[os.path.abspath(path) for path in options.readable],
+        passthrough=None if options.json else _Passthrough(),
     )
     if options.output_dir is not None:
         try:
@@ -206,8 +236,9 @@ def _program(options: argparse.Namespace) -> list[str]:
     return argv[1:] if argv[:1] == ["--"] else argv
 
 
-def _report(result: Result, limits: Limits, options: argparse.Namespace, out: _Passthrough) -> int:
-    """Write the output files, print the result as the options ask, return the status."""
+def _report(result: Result, inputs: _Inputs, options: argparse.Namespace) -> int:
+    """Write the output files, then the JSON object or the verdict line (the output has
+    passed through already); return the exit status."""
     status = exit_status(result)
     if options.output_dir is not None:
         try:
@@ -215,14 +246,11 @@ def _report(result: Result, limits: Limits, options: argparse.Namespace, out: _P
         except OutputDirError as exc:
             print(f"pysandbox: error: {exc}", file=sys.stderr)
             status = EXIT_SANDBOX_ERROR
-    if options.json:
+    if inputs.passthrough is None:
         print(json.dumps(result.to_dict()))
-        return status
-    out.stdout(result.stdout)
-    out.stderr(result.stderr)
-    if not options.quiet:
-        newline = "" if out.ends_line else "\n"
-        print(f"{newline}pysandbox: {describe(result, limits)}", file=sys.stderr)
+    elif not options.quiet:
+        newline = "" if inputs.passthrough.ends_line else "\n"
+        print(f"{newline}pysandbox: {describe(result, inputs.limits)}", file=sys.stderr)
     return status
 
 
@@ -233,12 +261,11 @@ def _launch(
 ) -> int:
     """Run what ``start`` starts with the inputs the options ask for, and report it."""
     inputs = _inputs(parser, options)
-    out = _Passthrough()
     try:
         result = start(inputs)
     except (TypeError, ValueError) as exc:
         parser.error(str(exc))
-    return _report(result, inputs.limits, options, out)
+    return _report(result, inputs, options)
 
 
 def _run_command(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
@@ -255,6 +282,8 @@ def _run_command(parser: argparse.ArgumentParser, options: argparse.Namespace) -
             files=inputs.files,
             readable=inputs.readable,
             env=inputs.env,
+            on_stdout=inputs.on_stdout,
+            on_stderr=inputs.on_stderr,
         )
 
     return _launch(parser, options, start)
@@ -289,6 +318,8 @@ def _python_command(parser: argparse.ArgumentParser, options: argparse.Namespace
             files=inputs.files,
             readable=inputs.readable,
             env=inputs.env,
+            on_stdout=inputs.on_stdout,
+            on_stderr=inputs.on_stderr,
         )
 
     return _launch(parser, options, start)
@@ -460,11 +491,20 @@ def _dispatch(argv: list[str]) -> int:
         return _fail(options, "interrupted", "the sandbox was killed", EXIT_INTERRUPTED)
     except _Terminated:
         return _fail(options, "terminated", "the sandbox was killed", EXIT_TERMINATED)
+    except _ReaderGone as gone:
+        return _reader_gone(gone.fd)
     except BrokenPipeError:
-        # The reader of our stdout went away (``pysandbox run ... | head``): exit as a
-        # program killed by SIGPIPE would, without a traceback at interpreter exit.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_SIGNAL_BASE + signal.SIGPIPE
+        return _reader_gone(sys.stdout.fileno())
+
+
+def _reader_gone(fd: int) -> int:
+    """Exit as a program killed by SIGPIPE would, once the reader of ``fd`` went away;
+    ``fd`` now writes to /dev/null, so the interpreter's last flush at exit raises no
+    error of its own."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+    return EXIT_SIGNAL_BASE + signal.SIGPIPE
 
 
 def main(argv: Sequence[str] | None = None) -> int:

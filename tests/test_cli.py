@@ -76,6 +76,40 @@ def test_output_passes_through_as_bytes_and_the_verdict_starts_its_own_line() ->
     assert " s, wall " in verdict(done) and ", max rss " in verdict(done)
 
 
+def test_output_passes_through_as_it_arrives(tmp_path: Path) -> None:
+    """Each line is read from the command's pipes while the program still runs: it waits
+    for a file that the test creates only after reading both lines."""
+    go = tmp_path / "go"
+    code = (
+        "import os, sys, time\n"
+        "print('first out', flush=True)\n"
+        "print('first err', file=sys.stderr, flush=True)\n"
+        f"while not os.path.exists({str(go)!r}):\n"
+        "    time.sleep(0.01)\n"
+        "print('last out')\n"
+    )
+    tmp_path.chmod(0o755)  # the sandbox's uid looks for the file
+    proc = subprocess.Popen(
+        [SCRIPT, "python", "--wall-time", "60", "--readable", str(tmp_path), "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline() == b"first out\n"
+        assert proc.stderr.readline() == b"first err\n"
+        assert proc.poll() is None
+        go.touch()
+        stdout, stderr = proc.communicate(timeout=PROMPTLY)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, stderr
+    assert stdout == b"last out\n"
+    assert stderr.decode().startswith("pysandbox: ok, exit 0, ")
+
+
 def test_quiet_drops_the_verdict() -> None:
     done = cli("run", "--quiet", "--", "sh", "-c", "echo err >&2; exit 4")
     assert (done.returncode, done.stderr) == (4, b"err\n")
@@ -137,8 +171,9 @@ def test_no_bwrap_is_125_with_the_cause(tmp_path: Path) -> None:
 def test_a_program_that_cannot_start_is_125_not_an_exit_code() -> None:
     done = cli("run", "--", "/no/such/program")
     assert done.returncode == 125
-    assert done.stderr.decode().startswith("pysandbox: sandbox error: ")
-    assert "/no/such/program" in done.stderr.decode()
+    assert done.stdout == b""
+    last = done.stderr.decode().splitlines()[-1]
+    assert last.startswith("pysandbox: sandbox error: ") and "/no/such/program" in last
 
 
 # ---- JSON ----------------------------------------------------------------------------
