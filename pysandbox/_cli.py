@@ -2,8 +2,9 @@
 
 ``pysandbox run [options] -- PROGRAM ARGS...`` and ``pysandbox python [options] FILE.py |
 -c CODE [ARGS...]`` run one program in a fresh sandbox: its stdout and stderr pass
-through as they arrive, then one verdict line goes to stderr (or, with ``--json``, one JSON object,
-``Result.to_dict()``, goes to stdout), and the exit status mirrors the program's.
+through as they arrive, then one verdict line goes to stderr (or, with ``--json``, one
+JSON object, ``Result.to_dict()``, goes to stdout), and the exit status mirrors the
+program's.
 ``pysandbox selftest`` and ``pysandbox demo`` run the self-test and the reference demo;
 bare ``python -m pysandbox`` is the demo, and ``--selftest`` is ``selftest``.
 """
@@ -36,6 +37,7 @@ from ._verdict import LIMIT_STATUSES, describe
 __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_LIMIT",
+    "EXIT_READER_GONE",
     "EXIT_SANDBOX_ERROR",
     "EXIT_SELFTEST_FAILED",
     "EXIT_SIGNAL_BASE",
@@ -63,6 +65,9 @@ EXIT_INTERRUPTED = EXIT_SIGNAL_BASE + signal.SIGINT
 #: SIGTERM (``timeout``, ``kill``, a service manager) ended the command; the sandbox was
 #: killed and reaped.
 EXIT_TERMINATED = EXIT_SIGNAL_BASE + signal.SIGTERM
+#: The reader of our stdout or stderr went away (``pysandbox run ... | head -1``), as a
+#: program killed by SIGPIPE; the sandbox was killed and reaped.
+EXIT_READER_GONE = EXIT_SIGNAL_BASE + signal.SIGPIPE
 
 EXIT_STATUS_HELP = f"""\
 exit status:
@@ -74,6 +79,7 @@ exit status:
   {EXIT_USAGE}       bad options or arguments; nothing ran
   {EXIT_INTERRUPTED}     interrupted (Ctrl-C); the sandbox was killed
   {EXIT_TERMINATED}     terminated (SIGTERM); the sandbox was killed
+  {EXIT_READER_GONE}     the reader of our output went away (SIGPIPE); the sandbox was killed
   selftest exits 0 when every protection holds, {EXIT_SELFTEST_FAILED} otherwise.
 With --json, stdout holds exactly one JSON object: Result.to_dict() of the run, or
 {{"error": MESSAGE, "kind": "sandbox_error" | "interrupted" | "terminated"}} when there
@@ -385,53 +391,64 @@ def _add_run_options(command: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    summary: str,
+    description: str | None = None,
+) -> argparse.ArgumentParser:
+    """A sub-parser whose ``--help`` ends with the exit statuses."""
+    return commands.add_parser(
+        name,
+        help=summary,
+        description=description or summary,
+        epilog=EXIT_STATUS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of the whole command line, with one sub-parser per command.
 
     Each sub-parser's defaults carry its handler (``handler``) and itself (``parser``),
     so errors after parsing are usage errors of the right command.
     """
-    common: dict[str, object] = {
-        "epilog": EXIT_STATUS_HELP,
-        "formatter_class": argparse.RawDescriptionHelpFormatter,
-    }
     parser = argparse.ArgumentParser(
         prog="pysandbox",
         description="Run untrusted programs under bubblewrap with hard limits.  "
         "Without a command: the reference demo.",
-        **common,  # type: ignore[arg-type]
+        epilog=EXIT_STATUS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"pysandbox {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    run_parser = commands.add_parser(
+    run_parser = _add_command(
+        commands,
         "run",
-        help="run a program in a sandbox",
-        description="Run PROGRAM in a fresh sandbox; PROGRAM is an absolute path inside the "
-        "sandbox or a name on its PATH (/usr/local/bin:/usr/bin:/bin).",
-        **common,  # type: ignore[arg-type]
+        "run a program in a sandbox",
+        "Run PROGRAM in a fresh sandbox; PROGRAM is an absolute path inside the sandbox or "
+        "a name on its PATH (/usr/local/bin:/usr/bin:/bin).",
     )
     _add_run_options(run_parser)
     run_parser.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS...]")
     run_parser.set_defaults(handler=_run_command, parser=run_parser)
-    python_parser = commands.add_parser(
+    python_parser = _add_command(
+        commands,
         "python",
-        help="run Python code with this interpreter in a sandbox",
-        description="Run FILE.py (host file; '-': our stdin) or CODE with this Python, as "
+        "run Python code with this interpreter in a sandbox",
+        "Run FILE.py (a host file; '-': our stdin) or CODE with this Python, as "
         "python -u /sandbox/main.py ARGS inside a fresh sandbox.",
-        **common,  # type: ignore[arg-type]
     )
     _add_run_options(python_parser)
     python_parser.add_argument("-c", dest="code", metavar="CODE", help="the code to run")
     python_parser.add_argument("argv", nargs=argparse.REMAINDER, metavar="FILE.py [ARGS...]")
     python_parser.set_defaults(handler=_python_command, parser=python_parser)
-    selftest_parser = commands.add_parser(
-        "selftest",
-        help="attack a sandbox on this host and report which protections hold",
-        **common,  # type: ignore[arg-type]
+    selftest_parser = _add_command(
+        commands, "selftest", "attack a sandbox on this host and report which protections hold"
     )
     selftest_parser.add_argument("--json", action="store_true", help="print one JSON object")
     selftest_parser.set_defaults(handler=_selftest_command, parser=selftest_parser)
-    demo_parser = commands.add_parser("demo", help="run the reference demo program")
+    demo_parser = _add_command(commands, "demo", "run the reference implementation's demo")
     demo_parser.set_defaults(handler=_demo_command, parser=demo_parser, json=False)
     return parser
 
@@ -504,7 +521,7 @@ def _reader_gone(fd: int) -> int:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, fd)
     os.close(devnull)
-    return EXIT_SIGNAL_BASE + signal.SIGPIPE
+    return EXIT_READER_GONE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
