@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 
 from ._errors import Cancelled
+from ._file import File
 from ._limits import Limits
 from ._run import Stdin, run, run_python
 from ._types import Result
@@ -60,7 +61,7 @@ async def run_async(
     *,
     stdin: Stdin = None,
     limits: Limits | None = None,
-    files: Mapping[str, bytes] | None = None,
+    files: Mapping[str, bytes | File] | None = None,
     readable: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
 ) -> Result:
@@ -86,7 +87,7 @@ async def run_python_async(
     args: Sequence[str] = (),
     stdin: Stdin = None,
     limits: Limits | None = None,
-    files: Mapping[str, bytes] | None = None,
+    files: Mapping[str, bytes | File] | None = None,
     readable: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
 ) -> Result:

@@ -11,6 +11,7 @@ from . import _bwrap
 from ._bwrap import MAIN_NAME, MAIN_PATH, WORKDIR
 from ._classify import classify
 from ._errors import SandboxError
+from ._file import File
 from ._files import check_fits_tmpfs, decode_files, encode_files
 from ._launch import CancelEvent, Facts, FdLayout, Plan, launch
 from ._limits import Limits
@@ -133,7 +134,7 @@ def _execute(
     *,
     stdin: Stdin,
     limits: Limits | None,
-    files: Mapping[str, bytes] | None,
+    files: Mapping[str, bytes | File] | None,
     readable: Sequence[str],
     env: Mapping[str, str] | None,
     code: bytes | None,
@@ -158,7 +159,7 @@ def build_plan(
     *,
     stdin: Stdin = None,
     limits: Limits | None = None,
-    files: Mapping[str, bytes] | None = None,
+    files: Mapping[str, bytes | File] | None = None,
     readable: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     code: bytes | None = None,
@@ -221,7 +222,7 @@ def _result(facts: Facts, limits: Limits) -> Result:
     stdout, stderr = raw["stdout"], raw["stderr"]
     assert isinstance(stdout, bytes) and isinstance(stderr, bytes)
     max_rss = facts.init.max_rss if facts.init is not None else raw["max_rss"]
-    files, files_left_out = decode_files(facts.captures[0])
+    files, executables, files_left_out = decode_files(facts.captures[0])
     try:
         status, returncode, signal = classify(
             timed_out=raw["timed_out"],
@@ -251,6 +252,7 @@ def _result(facts: Facts, limits: Limits) -> Result:
         max_rss=max_rss,
         files=files,
         files_truncated=files_left_out or facts.captures_truncated[0],
+        executables=executables,
     )
 
 
@@ -259,7 +261,7 @@ def run(
     *,
     stdin: Stdin = None,
     limits: Limits | None = None,
-    files: Mapping[str, bytes] | None = None,
+    files: Mapping[str, bytes | File] | None = None,
     readable: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     cancel: CancelEvent | None = None,
@@ -278,7 +280,9 @@ def run(
         reaped and the exception propagates.
     :param limits: the limits (``Limits()`` when None).
     :param files: input files placed in the working directory ``/sandbox``, by relative
-        path; ``Result.files`` holds the regular files left there at the end.
+        path: the content (bytes), or a ``File`` that may be executable;
+        ``Result.files`` holds the regular files left there at the end, and
+        ``Result.executables`` names those that are executable.
     :param readable: host paths the program may read, bound read-only at the same path.
     :param env: environment variables added to ``PATH`` and ``HOME`` (``/sandbox``).
     :param cancel: an object whose ``is_set()`` is asked every 50 ms; once true, the
@@ -304,7 +308,7 @@ def run_python(
     args: Sequence[str] = (),
     stdin: Stdin = None,
     limits: Limits | None = None,
-    files: Mapping[str, bytes] | None = None,
+    files: Mapping[str, bytes | File] | None = None,
     readable: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     cancel: CancelEvent | None = None,

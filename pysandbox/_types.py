@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
 from ._errors import SandboxFailure
+from ._file import File
 
 if TYPE_CHECKING:
     # The rich reprs import ``_display`` when called: it imports this module.
@@ -223,13 +224,31 @@ class Result:
     files: Mapping[str, bytes] = dataclasses.field(hash=False)
     #: Some files were left out of ``files`` (over ``Limits.files_out``, or unreadable).
     files_truncated: bool
+    #: The names in ``files`` whose owner-execute bit was set at the end (0700, 0750 and
+    #: 0755 are executable; 0644 and 0610 are not).
+    executables: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
-        """Keep a read-only copy of ``files``: later changes to the caller's do not show."""
+        """Keep a read-only copy of ``files``: later changes to the caller's do not show.
+        ``executables`` becomes a frozenset and must name files of ``files``."""
         object.__setattr__(self, "files", FrozenFiles(self.files))
+        if isinstance(self.executables, (str, bytes)):
+            raise TypeError("executables must be a set of names, not a single name")
+        object.__setattr__(self, "executables", frozenset(self.executables))
+        strays = sorted(self.executables - self.files.keys())
+        if strays:
+            raise ValueError(f"executables: names not in files: {strays!r}")
 
     def __bool__(self) -> bool:
         return self.status is Status.OK
+
+    def files_with_modes(self) -> dict[str, File]:
+        """``files`` as ``File`` values that keep the executable bit, ready to be the
+        ``files=`` of the next run (a program compiled here runs there)."""
+        return {
+            name: File(content, executable=name in self.executables)
+            for name, content in self.files.items()
+        }
 
     def stdout_text(self, errors: str = "replace") -> str:
         """``stdout`` decoded as UTF-8; ``errors`` as for ``bytes.decode``."""
@@ -247,15 +266,17 @@ class Result:
         ``stderr_encoding`` (``"utf-8"`` when the bytes are valid UTF-8 and the text is
         them decoded, else ``"base64"``), ``stdout_truncated`` and ``stderr_truncated``,
         ``wall_time`` and ``cpu_time`` (float seconds), ``max_rss`` (int bytes), ``files``
-        (relative path to ``{"data": str, "encoding": "utf-8" | "base64"}``) and
-        ``files_truncated``.  ``Result.from_dict`` turns it back into an equal result.
+        (relative path to ``{"data": str, "encoding": "utf-8" | "base64", "executable":
+        bool}``) and ``files_truncated``.  ``Result.from_dict`` turns it back into an equal
+        result.
         """
         stdout, stdout_encoding = _encode(self.stdout)
         stderr, stderr_encoding = _encode(self.stderr)
-        files: dict[str, dict[str, str]] = {}
+        files: dict[str, dict[str, object]] = {}
         for name, content in self.files.items():
             data, encoding = _encode(content)
-            files[name] = {"data": data, "encoding": encoding}
+            executable = name in self.executables
+            files[name] = {"data": data, "encoding": encoding, "executable": executable}
         return {
             "status": self.status.name,
             "returncode": self.returncode,
@@ -275,7 +296,10 @@ class Result:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> Result:
-        """The ``Result`` that ``to_dict`` described; ``ValueError`` for a malformed dict."""
+        """The ``Result`` that ``to_dict`` described; ``ValueError`` for a malformed dict.
+
+        A files entry without ``"executable"`` (written before it existed) is not
+        executable."""
         try:
             status = Status[_field(data, "status", str)]
         except KeyError:
@@ -284,11 +308,17 @@ class Result:
         if not isinstance(files_in, Mapping):
             raise ValueError(f"files: expected a mapping, got {files_in!r}")
         files: dict[str, bytes] = {}
+        executables: set[str] = set()
         for name, entry in files_in.items():
             if not isinstance(name, str) or not isinstance(entry, Mapping):
                 raise ValueError("files: expected name -> {'data': ..., 'encoding': ...}")
             what = f"files[{name!r}]"
             files[name] = _decode(entry.get("data"), entry.get("encoding"), what, what)
+            executable = entry.get("executable", False)
+            if not isinstance(executable, bool):
+                raise ValueError(f"{what}['executable']: expected bool, got {executable!r}")
+            if executable:
+                executables.add(name)
         return cls(
             status=status,
             returncode=_int_or_none(data, "returncode"),
@@ -302,6 +332,7 @@ class Result:
             max_rss=_field(data, "max_rss", int),
             files=files,
             files_truncated=_field(data, "files_truncated", bool),
+            executables=frozenset(executables),
         )
 
     def check(self) -> Result:
