@@ -121,9 +121,14 @@ def _numbers(result: Result) -> str:
 
 
 def _files(result: Result) -> str:
-    """``"files: a.txt (12 B), b.bin (3.0 KiB)"``; empty when there are none."""
+    """``"files: a.txt (12 B), prog (16.0 KiB, executable)"``; empty when there are none."""
     names = sorted(result.files)
-    listed = [f"{name} ({_size(len(result.files[name]))})" for name in names[:LISTED_FILES]]
+    listed = []
+    for name in names[:LISTED_FILES]:
+        size = _size(len(result.files[name]))
+        listed.append(
+            f"{name} ({size}, executable)" if name in result.executables else f"{name} ({size})"
+        )
     if len(names) > LISTED_FILES:
         listed.append(f"and {len(names) - LISTED_FILES} more")
     if result.files_truncated:

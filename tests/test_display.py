@@ -55,11 +55,12 @@ def test_text_gives_the_verdict_then_the_numbers_then_the_output() -> None:
         stderr=b"err\n",
         files={"b.bin": b"x" * 3072, "a.txt": b"hello"},
         files_truncated=True,
+        executables={"b.bin"},
     )
     assert _display.result_text(result).splitlines() == [
         "Result: NONZERO_EXIT, exit code 3",
         "CPU 0.125 s, wall 0.250 s, max RSS 9.5 MiB",
-        "files: a.txt (5 B), b.bin (3.0 KiB), some left out (files_truncated)",
+        "files: a.txt (5 B), b.bin (3.0 KiB, executable), some left out (files_truncated)",
         "--- stdout (1 line) ---",
         "out",
         "--- stderr (1 line) ---",
