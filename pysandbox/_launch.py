@@ -164,7 +164,11 @@ class Plan:
     #: CPU seconds of the whole tree; 0: not watched.
     cpu_limit: float = 0.0
     stdin: bytes = b""
-    on_stdout: Callable[[bytes], bytes | None] | None = None
+    #: Called with each chunk of stdout while stdin is open: bytes to write, None to close.
+    stdin_callback: Callable[[bytes], bytes | None] | None = None
+    #: Shown every kept byte of stdout and stderr, in order, as it is read.
+    on_stdout: Callable[[bytes], object] | None = None
+    on_stderr: Callable[[bytes], object] | None = None
     cancel: CancelEvent | None = None
     #: stdout and stderr as stripped str (None where not UTF-8): eval_in_sandbox's way.
     text: bool = False
@@ -387,7 +391,8 @@ def launch(plan: Plan) -> Facts:
     sandbox (it reports an exit code only for a sandbox it finished building), when the
     init could not start the program (a program that never ran is never blamed), or when
     the exit status was lost and nobody reported it; ``Cancelled`` when ``plan.cancel``
-    fired.  An exception from ``plan.on_stdout`` or a ``KeyboardInterrupt`` propagates.
+    fired.  An exception from one of the plan's callbacks or a ``KeyboardInterrupt``
+    propagates.
     In every case the sandbox is killed and reaped first.
     """
     if len(plan.payloads) != len(plan.layout.payloads) or len(plan.capture_caps) != len(
@@ -412,7 +417,9 @@ def launch(plan: Plan) -> Facts:
                 pass_fds=pass_fds,
                 captures=[REPORT_CAP, INIT_REPORT_CAP, *plan.capture_caps],
                 stdin=plan.stdin,
+                stdin_callback=plan.stdin_callback,
                 on_stdout=plan.on_stdout,
+                on_stderr=plan.on_stderr,
                 stdout_cap=plan.stdout_cap,
                 stderr_cap=plan.stderr_cap,
                 kill_on_cap=plan.kill_on_cap,
