@@ -31,6 +31,8 @@ __all__ = [
     "result_text",
     "selftest_html",
     "selftest_text",
+    "verdict_html",
+    "verdict_text",
 ]
 
 #: Lines of a long output shown before the fold.
@@ -139,6 +141,29 @@ def _files(result: Result) -> str:
 def _verdict(result: Result) -> str:
     """``"OK, exit code 0"``; ``"SIGNALED, killed by SIGSEGV (11)"``."""
     return f"{result.status.name}, {_ending(result)}"
+
+
+def _truncation(result: Result) -> str:
+    """``"stdout truncated at the cap"`` and the like; empty when nothing was cut."""
+    cut = [name for name in ("stdout", "stderr") if getattr(result, f"{name}_truncated")]
+    return f"{' and '.join(cut)} truncated at the cap" if cut else ""
+
+
+def verdict_text(result: Result) -> str:
+    """One line that says how ``result`` ended (what ``%%sandbox`` shows after the
+    output it streamed): verdict, numbers, truncation, files."""
+    parts = [_verdict(result), _numbers(result), _truncation(result), _files(result)]
+    return "sandbox: " + "; ".join(part for part in parts if part)
+
+
+def verdict_html(result: Result) -> str:
+    """``verdict_text`` as HTML, the status coloured."""
+    rest = [_numbers(result), _truncation(result), _files(result)]
+    return _heading_html(
+        result.status is Status.OK,
+        result.status.name,
+        f"{_ending(result)}; " + "; ".join(part for part in rest if part),
+    )
 
 
 def result_text(result: Result) -> str:
