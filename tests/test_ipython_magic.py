@@ -5,8 +5,10 @@ as it arrives, the verdict, limits, files, the stored result, usage errors, inte
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -194,3 +196,22 @@ def test_help_prints_the_options_and_runs_nothing(shell: InteractiveShell) -> No
     assert captured.stdout.startswith("usage: %%sandbox")
     assert "--wall-time" in captured.stdout and "never runs" not in captured.stdout
     assert captured.outputs == []
+
+
+README = Path(__file__).resolve().parent.parent / "README.rst"
+README_CELLS = re.findall(r"\.\. code-block:: ipython\n\n((?:(?: {3,}.*)?\n)+)", README.read_text())
+README_SCORES = "ana,78\nbob,91\ncyd,64\n"
+
+
+def test_the_readme_cells_run_as_it_says(shell: InteractiveShell) -> None:
+    """The README's notebook cells, in order, in a real shell, with its ``scores.csv``."""
+    Path("scores.csv").write_text(README_SCORES)
+    assert len(README_CELLS) == 2
+    with capture_output() as captured:
+        for cell in README_CELLS:
+            assert shell.run_cell(textwrap.dedent(cell)).success
+    assert captured.stdout.endswith("3 rows; best: 91\n")
+    verdict = _verdict(captured)
+    assert verdict.startswith("sandbox: OK, exit code 0; CPU ")
+    assert verdict.endswith(f"; files: scores.csv ({len(README_SCORES)} B)")
+    assert shell.user_ns.pop("run").stdout == b"3 rows; best: 91\n"
