@@ -11,6 +11,7 @@ from ._async import run_async, run_python_async
 from ._errors import Cancelled, SandboxError, SandboxFailure
 from ._eval import eval_in_sandbox
 from ._file import File
+from ._ipython import load_ipython_extension
 from ._limits import Limits
 from ._run import run, run_python
 from ._selftest import Check, SelftestReport, selftest
@@ -29,6 +30,7 @@ __all__ = [
     "Status",
     "__version__",
     "eval_in_sandbox",
+    "load_ipython_extension",
     "run",
     "run_async",
     "run_python",

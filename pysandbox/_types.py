@@ -8,10 +8,14 @@ import dataclasses
 import enum
 import signal as _signal
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ._errors import SandboxFailure
 from ._file import File
+
+if TYPE_CHECKING:
+    # The rich reprs import ``_display`` when called: it imports this module.
+    from ._display import Pretty
 
 __all__ = ["FrozenFiles", "ProcessOutput", "Result", "Status"]
 
@@ -35,6 +39,18 @@ class ProcessOutput:
 
     def __bool__(self) -> bool:
         return self.returncode == 0
+
+    def _repr_pretty_(self, printer: Pretty, cycle: bool) -> None:
+        """IPython's text form: the verdict, then stdout and stderr (``_display``)."""
+        from ._display import pretty, process_output_text
+
+        pretty(printer, process_output_text(self), cycle, "ProcessOutput")
+
+    def _repr_html_(self) -> str:
+        """Jupyter's HTML form: the verdict, then stdout and stderr (``_display``)."""
+        from ._display import process_output_html
+
+        return process_output_html(self)
 
 
 class Status(enum.Enum):
@@ -164,6 +180,13 @@ def _signal_name(number: int) -> str:
         return _signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
+
+
+def _ending(result: Result) -> str:
+    """``"exit code 3"``, or ``"killed by SIGSEGV (11)"`` when a signal ended ``result``."""
+    if result.signal is not None:
+        return f"killed by {_signal_name(result.signal)} ({result.signal})"
+    return f"exit code {result.returncode}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -322,14 +345,22 @@ class Result:
         """
         if self.status is Status.OK:
             return self
-        if self.signal is not None:
-            ending = f"killed by {_signal_name(self.signal)} ({self.signal})"
-        else:
-            ending = f"exit code {self.returncode}"
         message = (
-            f"sandboxed program failed: {self.status.name}, {ending}; "
+            f"sandboxed program failed: {self.status.name}, {_ending(self)}; "
             f"CPU {self.cpu_time:.3f} s, wall {self.wall_time:.3f} s\n"
             f"--- stdout ---\n{_tail(self.stdout, self.stdout_truncated)}\n"
             f"--- stderr ---\n{_tail(self.stderr, self.stderr_truncated)}"
         )
         raise SandboxFailure(message, self)
+
+    def _repr_pretty_(self, printer: Pretty, cycle: bool) -> None:
+        """IPython's text form: verdict, numbers, files, folded output (``_display``)."""
+        from ._display import pretty, result_text
+
+        pretty(printer, result_text(self), cycle, "Result")
+
+    def _repr_html_(self) -> str:
+        """Jupyter's HTML form: verdict, numbers, files, escaped output (``_display``)."""
+        from ._display import result_html
+
+        return result_html(self)
