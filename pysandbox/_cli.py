@@ -17,6 +17,7 @@ import dataclasses
 import json
 import os
 import signal
+import stat
 import sys
 import threading
 from collections.abc import Iterator, Sequence
@@ -172,14 +173,14 @@ def _pairs(parser: argparse.ArgumentParser, option: str, specs: Sequence[str]) -
 
 
 def _open(parser: argparse.ArgumentParser, option: str, path: str) -> File:
-    """Host file ``path`` (``-``: our stdin) as a ``File`` that is executable when any
-    of its execute bits is set; a usage error when it cannot be read."""
+    """Host file ``path`` (``-``: our stdin) as a ``File`` that is executable when its
+    owner may execute it (as the notebook's ``--files``); a usage error when unreadable."""
     if path == "-":
         return File(sys.stdin.buffer.read())
     try:
         with open(path, "rb") as stream:
             mode = os.fstat(stream.fileno()).st_mode
-            return File(stream.read(), executable=bool(mode & 0o111))
+            return File(stream.read(), executable=bool(mode & stat.S_IXUSR))
     except OSError as exc:
         parser.error(f"argument {option}: cannot read {path}: {exc.strerror or exc}")
 

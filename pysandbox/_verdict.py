@@ -1,5 +1,5 @@
 """One line that says how a run ended, for people: the command line's last line on
-stderr, and what the notebook magic shows after the output.
+stderr.  It names the limit that ended the run, so it takes the ``Limits`` too.
 
 ``ok, exit 0, cpu 0.02 s, wall 0.05 s, max rss 9.1 MiB``
 ``cpu_time_exceeded (limit 0.5 s), killed by SIGKILL, cpu 0.52 s, wall 0.6 s, ...``
@@ -7,12 +7,10 @@ stderr, and what the notebook magic shows after the output.
 
 from __future__ import annotations
 
-import signal
-
 from ._limits import Limits
-from ._types import Result, Status
+from ._types import Result, Status, _signal_name
 
-__all__ = ["LIMIT_STATUSES", "describe", "signal_name", "size_text"]
+__all__ = ["LIMIT_STATUSES", "describe", "size_text"]
 
 #: The statuses that mean a limit ended the run, not the program itself.
 LIMIT_STATUSES = frozenset(
@@ -33,14 +31,6 @@ def size_text(size: int) -> str:
         if size >= unit:
             return f"{size / unit:.1f}".removesuffix(".0") + f" {name}"
     return f"{size} bytes"
-
-
-def signal_name(number: int) -> str:
-    """``"SIGKILL"`` for 9; ``"signal 64"`` for a number without a name."""
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 def _limit_hit(result: Result, limits: Limits) -> str:
@@ -67,7 +57,7 @@ def describe(result: Result, limits: Limits) -> str:
     if result.status in LIMIT_STATUSES:
         parts[0] += _limit_hit(result, limits)
     if result.signal is not None:
-        parts.append(f"killed by {signal_name(result.signal)}")
+        parts.append(f"killed by {_signal_name(result.signal)}")
     else:
         parts.append(f"exit {result.returncode}")
     parts.append(f"cpu {result.cpu_time:.2f} s")

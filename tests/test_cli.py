@@ -251,7 +251,7 @@ def test_the_executable_bit_goes_in_and_comes_back_out(tmp_path: Path) -> None:
     script.write_text("#!/bin/sh\necho hello from $0\n")
     script.chmod(0o744)
     (tmp_path / "plain.txt").write_text("data")
-    (tmp_path / "plain.txt").chmod(0o644)
+    (tmp_path / "plain.txt").chmod(0o655)  # executable by others, not by its owner
     out = tmp_path / "out"
     made = "printf '#!/bin/sh\\necho made inside\\n' > made.sh && chmod +x made.sh && ./hello.sh"
     done = cli(
