@@ -90,8 +90,8 @@ was no result."""
 class _ReaderGone(Exception):
     """The reader of our stdout or stderr went away (``pysandbox run ... | head``).
 
-    Not an ``OSError``: raised from an output callback, it must unwind through ``run``
-    as it is, and ``run`` reports an ``OSError`` there as a sandbox that did not start.
+    Raised from an output callback, it unwinds through ``run`` (which kills the sandbox)
+    and says which of our descriptors lost its reader.
     """
 
     def __init__(self, fd: int) -> None:

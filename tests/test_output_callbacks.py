@@ -126,8 +126,13 @@ class Boom(Exception):
     pass
 
 
+#: An OSError too: the C core raises OSError for its own faults, and a callback's must
+#: not be mistaken for one (reported as "could not start bubblewrap").
+CALLBACK_ERRORS = [Boom("from the callback"), KeyboardInterrupt(), BrokenPipeError(32, "gone")]
+
+
 @pytest.mark.parametrize("stream", ["on_stdout", "on_stderr"])
-@pytest.mark.parametrize("error", [Boom("from the callback"), KeyboardInterrupt()])
+@pytest.mark.parametrize("error", CALLBACK_ERRORS)
 def test_an_exception_in_a_callback_kills_reaps_and_propagates(
     stream: str, error: BaseException
 ) -> None:
@@ -152,6 +157,19 @@ def test_an_exception_in_a_callback_kills_reaps_and_propagates(
     assert left == [], "the sandbox outlived the call"
     assert children_of(os.getpid()) == []
     assert took < PROMPTLY
+
+
+@pytest.mark.parametrize("error", CALLBACK_ERRORS)
+def test_an_exception_in_the_stdin_callback_propagates_as_it_is(error: BaseException) -> None:
+    def answer(chunk: bytes) -> bytes:
+        if chunk:
+            raise error
+        return b""
+
+    with pytest.raises(type(error)) as raised:
+        run_python("print('ask', flush=True); input()", stdin=answer)
+    assert raised.value is error
+    assert children_of(os.getpid()) == []
 
 
 def test_a_slow_callback_does_not_stretch_the_wall_time() -> None:
