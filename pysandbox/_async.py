@@ -9,14 +9,18 @@ import contextlib
 import inspect
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 from ._errors import Cancelled
 from ._file import File
+from ._launch import CancelEvent
 from ._limits import Limits
 from ._run import OnOutput, Stdin, check_output_callback, run, run_python
 from ._types import Result
 
-__all__ = ["run_async", "run_python_async"]
+__all__ = ["in_thread", "on_loop", "run_async", "run_python_async"]
+
+_T = TypeVar("_T")
 
 #: Seconds between two looks at the cancel event and the loop while the run's thread
 #: waits for an output callback on the loop: the C core's tick.
@@ -30,11 +34,11 @@ async def _show(callback: Callable[[bytes], object], chunk: bytes) -> None:
         await shown
 
 
-def _on_loop(
+def on_loop(
     callback: OnOutput,
     name: str,
     loop: asyncio.AbstractEventLoop,
-    cancel: threading.Event,
+    cancel: CancelEvent,
 ) -> OnOutput:
     """``callback`` as the run's thread calls it: each chunk is handed to the event loop
     and the thread waits until the callback (and what it returned, if awaitable) is done,
@@ -71,7 +75,7 @@ def _on_loop(
     return show_on_loop
 
 
-async def _in_thread(call: Callable[[threading.Event], Result]) -> Result:
+async def in_thread(call: Callable[[threading.Event], _T]) -> _T:
     """Run ``call(cancel_event)`` in a thread of its own and await its result.
 
     One thread per run (the C core releases the GIL while it waits), so any number of
@@ -80,10 +84,10 @@ async def _in_thread(call: Callable[[threading.Event], Result]) -> Result:
     then does the cancellation propagate, so no process outlives the task.
     """
     loop = asyncio.get_running_loop()
-    done: asyncio.Future[Result] = loop.create_future()
+    done: asyncio.Future[_T] = loop.create_future()
     cancel = threading.Event()
 
-    def settle(outcome: Result | BaseException) -> None:
+    def settle(outcome: _T | BaseException) -> None:
         if done.cancelled():
             return
         if isinstance(outcome, BaseException):
@@ -93,7 +97,7 @@ async def _in_thread(call: Callable[[threading.Event], Result]) -> Result:
 
     def worker() -> None:
         try:
-            outcome: Result | BaseException = call(cancel)
+            outcome: _T | BaseException = call(cancel)
         except BaseException as exc:  # handed to the awaiting task, whatever it is
             outcome = exc
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody awaits
@@ -133,7 +137,7 @@ async def run_async(
     check_output_callback(on_stdout, "on_stdout")
     check_output_callback(on_stderr, "on_stderr")
     loop = asyncio.get_running_loop()
-    return await _in_thread(
+    return await in_thread(
         lambda cancel: run(
             argv,
             stdin=stdin,
@@ -142,8 +146,8 @@ async def run_async(
             readable=readable,
             env=env,
             cancel=cancel,
-            on_stdout=_on_loop(on_stdout, "on_stdout", loop, cancel),
-            on_stderr=_on_loop(on_stderr, "on_stderr", loop, cancel),
+            on_stdout=on_loop(on_stdout, "on_stdout", loop, cancel),
+            on_stderr=on_loop(on_stderr, "on_stderr", loop, cancel),
         )
     )
 
@@ -164,7 +168,7 @@ async def run_python_async(
     check_output_callback(on_stdout, "on_stdout")
     check_output_callback(on_stderr, "on_stderr")
     loop = asyncio.get_running_loop()
-    return await _in_thread(
+    return await in_thread(
         lambda cancel: run_python(
             code,
             args=args,
@@ -174,7 +178,7 @@ async def run_python_async(
             readable=readable,
             env=env,
             cancel=cancel,
-            on_stdout=_on_loop(on_stdout, "on_stdout", loop, cancel),
-            on_stderr=_on_loop(on_stderr, "on_stderr", loop, cancel),
+            on_stdout=on_loop(on_stdout, "on_stdout", loop, cancel),
+            on_stderr=on_loop(on_stderr, "on_stderr", loop, cancel),
         )
     )

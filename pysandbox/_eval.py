@@ -10,10 +10,10 @@ import resource
 
 from . import _bwrap
 from ._errors import SandboxError
-from ._launch import FdLayout, Plan, launch
+from ._launch import CancelEvent, Facts, FdLayout, Plan, launch
 from ._types import ProcessOutput
 
-__all__ = ["eval_in_sandbox"]
+__all__ = ["eval_in_sandbox", "eval_plan", "read_output"]
 
 #: Larger limits than these overflow the kernel's types or mean nothing on any host.
 _MAX_BYTES = 2**62
@@ -92,6 +92,23 @@ def eval_in_sandbox(
         ``Subprocess did not produce valid UTF-8``, or the host cannot build a sandbox.
     :raises TypeError, ValueError: an argument is of the wrong type or out of range.
     """
+    return read_output(
+        launch(
+            eval_plan(python_code, mem_max_mb, cpu_max_time_sec, timeout_max_time_sec, io_max_kb)
+        )
+    )
+
+
+def eval_plan(
+    python_code: object,
+    mem_max_mb: object,
+    cpu_max_time_sec: object,
+    timeout_max_time_sec: object,
+    io_max_kb: object,
+    cancel: CancelEvent | None = None,
+) -> Plan:
+    """Check ``eval_in_sandbox``'s arguments and build its ``Plan``; ``cancel`` is for a
+    caller that may end the run early (``Runner``), the reference has none."""
     code = _validate_code(python_code)
     mem_mb = _positive_int("mem_max_mb", mem_max_mb, 2**20)
     cpu_sec = _positive_int("cpu_max_time_sec", cpu_max_time_sec)
@@ -107,35 +124,39 @@ def eval_in_sandbox(
     payloads = [code] if venv_config is None else [code, venv_config[1]]
     layout = FdLayout.of(payloads=len(payloads))
     mem_bytes = mem_mb * 2**20
-    facts = launch(
-        Plan(
-            layout=layout,
-            python=python,
-            options=_bwrap.eval_options(
-                layout.payloads[0],
-                None if venv_config is None else (venv_config[0], layout.payloads[1]),
-            ),
-            init_options=[],
-            program=[_bwrap.shown_at(python, moved), "-u", _bwrap.CODE_PATH],
-            payloads=payloads,
-            capture_caps=[],
-            rlimits=[
-                (resource.RLIMIT_CPU, cpu_sec, cpu_sec),
-                (resource.RLIMIT_AS, mem_bytes, mem_bytes),
-                (resource.RLIMIT_FSIZE, mem_bytes, mem_bytes),
-                (resource.RLIMIT_NOFILE, OPEN_FILES, OPEN_FILES),
-            ],
-            processes=PROCESSES,
-            memory_total=mem_bytes,
-            stdout_cap=io_bytes,
-            stderr_cap=io_bytes,
-            kill_on_cap=True,
-            timeout=timeout,
-            cpu_limit=cpu_sec,
-            text=True,
-            moved=moved,
-        )
+    return Plan(
+        layout=layout,
+        python=python,
+        options=_bwrap.eval_options(
+            layout.payloads[0],
+            None if venv_config is None else (venv_config[0], layout.payloads[1]),
+        ),
+        init_options=[],
+        program=[_bwrap.shown_at(python, moved), "-u", _bwrap.CODE_PATH],
+        payloads=payloads,
+        capture_caps=[],
+        rlimits=[
+            (resource.RLIMIT_CPU, cpu_sec, cpu_sec),
+            (resource.RLIMIT_AS, mem_bytes, mem_bytes),
+            (resource.RLIMIT_FSIZE, mem_bytes, mem_bytes),
+            (resource.RLIMIT_NOFILE, OPEN_FILES, OPEN_FILES),
+        ],
+        processes=PROCESSES,
+        memory_total=mem_bytes,
+        stdout_cap=io_bytes,
+        stderr_cap=io_bytes,
+        kill_on_cap=True,
+        timeout=timeout,
+        cpu_limit=cpu_sec,
+        text=True,
+        moved=moved,
+        cancel=cancel,
     )
+
+
+def read_output(facts: Facts) -> ProcessOutput:
+    """What ``eval_in_sandbox`` returns for the ``facts`` of its plan's run, or the
+    reference's ``SandboxError``."""
     raw = facts.raw
     if raw["timed_out"]:
         raise SandboxError("Process timed out")

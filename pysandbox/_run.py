@@ -17,7 +17,20 @@ from ._launch import CancelEvent, Facts, FdLayout, Plan, launch
 from ._limits import Limits
 from ._types import Result
 
-__all__ = ["OnOutput", "Stdin", "build_plan", "check_output_callback", "run", "run_python"]
+__all__ = [
+    "OnOutput",
+    "Stdin",
+    "build_plan",
+    "check_argv",
+    "check_env",
+    "check_output_callback",
+    "check_python",
+    "check_readable",
+    "finish",
+    "python_program",
+    "run",
+    "run_python",
+]
 
 #: Room in the files stream for the record headers and names, beyond the contents.
 FILES_OVERHEAD = 4 * 2**20
@@ -35,7 +48,8 @@ def check_output_callback(callback: object, name: str) -> None:
         raise TypeError(f"{name} must be callable or None, not {type(callback).__name__}")
 
 
-def _check_argv(argv: object) -> list[str]:
+def check_argv(argv: object) -> list[str]:
+    """``argv`` as a list, or a ``TypeError``/``ValueError`` naming ``argv``."""
     if isinstance(argv, (str, bytes)) or not isinstance(argv, Sequence):
         raise TypeError(f"argv must be a sequence of str, not {type(argv).__name__}")
     items = list(argv)
@@ -51,7 +65,7 @@ def _check_argv(argv: object) -> list[str]:
     return items
 
 
-def _check_readable(readable: object) -> list[str]:
+def check_readable(readable: object) -> list[str]:
     """The paths of ``readable``, normalised, each bound read-only at the same path.
 
     Refused with a ``ValueError`` that names the path: one that is, contains or lies
@@ -92,7 +106,9 @@ def _check_readable(readable: object) -> list[str]:
     return paths
 
 
-def _check_env(env: object) -> list[str]:
+def check_env(env: object) -> list[str]:
+    """``env`` as bwrap's ``--setenv`` options, or a ``TypeError``/``ValueError`` naming
+    ``env``."""
     if env is None:
         return []
     if not isinstance(env, Mapping):
@@ -164,7 +180,41 @@ def _execute(
         code=code,
         cancel=cancel,
     )
-    return _result(launch(plan), checked)
+    return finish(plan, checked)
+
+
+def finish(plan: Plan, limits: Limits) -> Result:
+    """Launch ``plan`` (made by ``build_plan``, which returned ``limits``) and classify how
+    it ended: the second half of ``run``, for callers that wait between the two."""
+    return _result(launch(plan), limits)
+
+
+def python_program(code: object, args: object) -> tuple[list[str], bytes]:
+    """``run_python``'s program line and the code as UTF-8, or a ``TypeError``/``ValueError``
+    naming ``code`` or ``args``."""
+    source, extra = check_python(code, args)
+    return [_bwrap.find_python(), "-u", MAIN_PATH, *extra], source
+
+
+def check_python(code: object, args: object) -> tuple[bytes, list[str]]:
+    """``run_python``'s ``code`` as UTF-8 and its ``args`` as a list, or a ``TypeError``/
+    ``ValueError`` naming ``code`` or ``args``; pure, unlike ``python_program``."""
+    if not isinstance(code, str):
+        raise TypeError(f"code must be str, not {type(code).__name__}")
+    if "\0" in code:
+        raise ValueError("code must not contain NUL characters")
+    try:
+        source = code.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"code is not encodable as UTF-8: {exc.reason}") from exc
+    if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
+        raise TypeError(f"args must be a sequence of str, not {type(args).__name__}")
+    for arg in args:
+        if not isinstance(arg, str):
+            raise TypeError(f"args items must be str, not {type(arg).__name__}")
+        if "\0" in arg:
+            raise ValueError("args items must not contain NUL")
+    return source, list(args)
 
 
 def build_plan(
@@ -191,8 +241,8 @@ def build_plan(
     check_fits_tmpfs(files or {}, limits.disk)
     if files and code is not None and MAIN_NAME in files:
         raise ValueError(f"files: {MAIN_NAME!r} is where run_python puts the code")
-    paths = _check_readable(readable)
-    env_options = _check_env(env)
+    paths = check_readable(readable)
+    env_options = check_env(env)
     check_output_callback(on_stdout, "on_stdout")
     check_output_callback(on_stderr, "on_stderr")
     initial, stdin_callback = _stdin_plan(stdin)
@@ -320,7 +370,7 @@ def run(
     :raises SandboxError: the sandbox could not run the program at all.
     """
     return _execute(
-        _check_argv(argv),
+        check_argv(argv),
         stdin=stdin,
         limits=limits,
         files=files,
@@ -351,24 +401,9 @@ def run_python(
     The code is ``/sandbox/main.py`` (read-only, and not returned in ``Result.files``);
     everything else is as for ``run``.
     """
-    if not isinstance(code, str):
-        raise TypeError(f"code must be str, not {type(code).__name__}")
-    if "\0" in code:
-        raise ValueError("code must not contain NUL characters")
-    try:
-        source = code.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValueError(f"code is not encodable as UTF-8: {exc.reason}") from exc
-    if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
-        raise TypeError(f"args must be a sequence of str, not {type(args).__name__}")
-    for arg in args:
-        if not isinstance(arg, str):
-            raise TypeError(f"args items must be str, not {type(arg).__name__}")
-        if "\0" in arg:
-            raise ValueError("args items must not contain NUL")
-    extra = list(args)
+    program, source = python_program(code, args)
     return _execute(
-        [_bwrap.find_python(), "-u", MAIN_PATH, *extra],
+        program,
         stdin=stdin,
         limits=limits,
         files=files,
