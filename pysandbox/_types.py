@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     # The rich reprs import ``_display`` when called: it imports this module.
     from ._display import Pretty
 
-__all__ = ["FrozenFiles", "ProcessOutput", "Result", "Status"]
+__all__ = ["FrozenFiles", "ProcessOutput", "Result", "Status", "decode_text", "encode_text"]
 
 #: How many trailing lines of stdout and of stderr ``Result.check`` quotes.
 CHECK_TAIL_LINES = 10
@@ -107,7 +107,7 @@ class FrozenFiles(Mapping[str, bytes]):
         return type(self), (dict(self._data),)
 
 
-def _encode(data: bytes) -> tuple[str, str]:
+def encode_text(data: bytes) -> tuple[str, str]:
     """``data`` as JSON text: ``(text, "utf-8")`` when it is valid UTF-8, else base64."""
     try:
         return data.decode("utf-8"), "utf-8"
@@ -115,8 +115,8 @@ def _encode(data: bytes) -> tuple[str, str]:
         return base64.b64encode(data).decode("ascii"), "base64"
 
 
-def _decode(text: object, encoding: object, what: str, encoding_what: str) -> bytes:
-    """The inverse of ``_encode``; ``ValueError`` naming ``what`` or ``encoding_what``."""
+def decode_text(text: object, encoding: object, what: str, encoding_what: str) -> bytes:
+    """The inverse of ``encode_text``; ``ValueError`` naming ``what`` or ``encoding_what``."""
     if not isinstance(text, str):
         raise ValueError(f"{what}: expected a string, got {type(text).__name__}")
     if encoding == "utf-8":
@@ -156,7 +156,7 @@ def _seconds(data: Mapping[str, object], key: str) -> float:
 def _stream(data: Mapping[str, object], key: str) -> bytes:
     """The bytes that ``data[key]`` and ``data[key + "_encoding"]`` describe."""
     encoding = f"{key}_encoding"
-    return _decode(_field(data, key, str), _field(data, encoding, str), key, encoding)
+    return decode_text(_field(data, key, str), _field(data, encoding, str), key, encoding)
 
 
 def _tail(data: bytes, truncated: bool) -> str:
@@ -227,6 +227,9 @@ class Result:
     #: The names in ``files`` whose owner-execute bit was set at the end (0700, 0750 and
     #: 0755 are executable; 0644 and 0610 are not).
     executables: frozenset[str] = frozenset()
+    #: Seconds the call waited for a free slot of its ``Runner`` before the sandbox
+    #: started (0.0 outside a ``Runner``); never part of ``wall_time``.
+    queued_time: float = 0.0
 
     def __post_init__(self) -> None:
         """Keep a read-only copy of ``files``: later changes to the caller's do not show.
@@ -267,14 +270,14 @@ class Result:
         them decoded, else ``"base64"``), ``stdout_truncated`` and ``stderr_truncated``,
         ``wall_time`` and ``cpu_time`` (float seconds), ``max_rss`` (int bytes), ``files``
         (relative path to ``{"data": str, "encoding": "utf-8" | "base64", "executable":
-        bool}``) and ``files_truncated``.  ``Result.from_dict`` turns it back into an equal
-        result.
+        bool}``), ``files_truncated`` and ``queued_time`` (float seconds).
+        ``Result.from_dict`` turns it back into an equal result.
         """
-        stdout, stdout_encoding = _encode(self.stdout)
-        stderr, stderr_encoding = _encode(self.stderr)
+        stdout, stdout_encoding = encode_text(self.stdout)
+        stderr, stderr_encoding = encode_text(self.stderr)
         files: dict[str, dict[str, object]] = {}
         for name, content in self.files.items():
-            data, encoding = _encode(content)
+            data, encoding = encode_text(content)
             executable = name in self.executables
             files[name] = {"data": data, "encoding": encoding, "executable": executable}
         return {
@@ -292,6 +295,7 @@ class Result:
             "max_rss": self.max_rss,
             "files": files,
             "files_truncated": self.files_truncated,
+            "queued_time": self.queued_time,
         }
 
     @classmethod
@@ -299,7 +303,7 @@ class Result:
         """The ``Result`` that ``to_dict`` described; ``ValueError`` for a malformed dict.
 
         A files entry without ``"executable"`` (written before it existed) is not
-        executable."""
+        executable; a dict without ``"queued_time"`` did not wait (0.0)."""
         try:
             status = Status[_field(data, "status", str)]
         except KeyError:
@@ -313,7 +317,7 @@ class Result:
             if not isinstance(name, str) or not isinstance(entry, Mapping):
                 raise ValueError("files: expected name -> {'data': ..., 'encoding': ...}")
             what = f"files[{name!r}]"
-            files[name] = _decode(entry.get("data"), entry.get("encoding"), what, what)
+            files[name] = decode_text(entry.get("data"), entry.get("encoding"), what, what)
             executable = entry.get("executable", False)
             if not isinstance(executable, bool):
                 raise ValueError(f"{what}['executable']: expected bool, got {executable!r}")
@@ -333,6 +337,7 @@ class Result:
             files=files,
             files_truncated=_field(data, "files_truncated", bool),
             executables=frozenset(executables),
+            queued_time=_seconds(data, "queued_time") if "queued_time" in data else 0.0,
         )
 
     def check(self) -> Result:
