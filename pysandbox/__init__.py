@@ -12,8 +12,11 @@ from ._errors import Cancelled, SandboxError, SandboxFailure
 from ._eval import eval_in_sandbox
 from ._file import File
 from ._ipython import load_ipython_extension
+from ._job import Job
 from ._limits import Limits
+from ._outcome import Outcome
 from ._run import run, run_python
+from ._runner import Runner
 from ._selftest import Check, SelftestReport, selftest
 from ._types import ProcessOutput, Result, Status
 
@@ -21,9 +24,12 @@ __all__ = [
     "Cancelled",
     "Check",
     "File",
+    "Job",
     "Limits",
+    "Outcome",
     "ProcessOutput",
     "Result",
+    "Runner",
     "SandboxError",
     "SandboxFailure",
     "SelftestReport",

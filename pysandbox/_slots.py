@@ -1,0 +1,129 @@
+"""``Slots``: the concurrency cap of a ``Runner``, a semaphore that can be closed.
+
+Every call of a ``Runner`` holds a ``Ticket`` from the moment it is accepted until its
+sandbox is reaped.  The ticket waits for a free slot (in the caller's thread, or in the
+thread that an async call already runs in, so the event loop never blocks), and carries
+the ``stop`` event that ``Slots.close`` sets: the C core asks it every tick, kills the
+sandbox and the call raises ``Cancelled``.  A call still waiting when ``close`` comes is
+released with ``Cancelled`` too; a call made after ``close`` raises ``RuntimeError``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import TracebackType
+
+from ._errors import Cancelled
+from ._launch import CancelEvent
+
+__all__ = ["AnyOf", "Slots", "Ticket"]
+
+#: Seconds between two looks at a caller's own cancel event while its call waits for a
+#: slot: the C core's tick, so a cancel takes effect as fast waiting as running.
+CANCEL_POLL = 0.05
+
+
+class AnyOf:
+    """A cancel event that is set once any of ``events`` is (None entries are skipped)."""
+
+    def __init__(self, *events: CancelEvent | None) -> None:
+        self._events = [event for event in events if event is not None]
+
+    def is_set(self) -> bool:
+        """True once one of the events is set."""
+        return any(event.is_set() for event in self._events)
+
+
+class Ticket:
+    """One accepted call of a ``Runner``: a context manager that gives its slot back, if
+    it got one, and leaves the ``Slots`` on exit."""
+
+    def __init__(self, slots: Slots) -> None:
+        self._slots = slots
+        #: Set by ``Slots.close``: the call must end (the C core kills its sandbox).
+        self.stop = threading.Event()
+        self.thread = threading.get_ident()
+        self.holds_slot = False
+
+    def wait(self, cancel: CancelEvent | None = None) -> float:
+        """Block until a slot is free and take it; return the seconds waited.
+
+        Raises ``Cancelled`` when the ``Slots`` close or ``cancel`` is set meanwhile:
+        nothing ran.
+        """
+        return self._slots.acquire(self, cancel)
+
+    def __enter__(self) -> Ticket:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self._slots.leave(self)
+
+
+class Slots:
+    """At most ``size`` tickets hold a slot at once; the others wait, first come first
+    served as far as ``threading.Condition`` goes.  Thread-safe."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._condition = threading.Condition()
+        self._free = size
+        self._closed = False
+        self._tickets: set[Ticket] = set()
+
+    @property
+    def closed(self) -> bool:
+        """``close`` was called."""
+        return self._closed
+
+    def ticket(self) -> Ticket:
+        """A ticket for a new call; ``RuntimeError`` once the slots are closed."""
+        with self._condition:
+            if self._closed:
+                raise RuntimeError("the Runner is closed: make a new Runner to run more")
+            made = Ticket(self)
+            self._tickets.add(made)
+            return made
+
+    def acquire(self, ticket: Ticket, cancel: CancelEvent | None) -> float:
+        """``Ticket.wait``: take a slot for ``ticket``, or raise ``Cancelled``."""
+        started = time.monotonic()
+        with self._condition:
+            while True:
+                if ticket.stop.is_set():
+                    raise Cancelled("the Runner was closed while the call waited for a slot")
+                if cancel is not None and cancel.is_set():
+                    raise Cancelled("the run was cancelled while it waited for a slot")
+                if self._free > 0:
+                    self._free -= 1
+                    ticket.holds_slot = True
+                    return time.monotonic() - started
+                self._condition.wait(CANCEL_POLL if cancel is not None else None)
+
+    def leave(self, ticket: Ticket) -> None:
+        """Give back ``ticket``'s slot, if it holds one, and forget it."""
+        with self._condition:
+            if ticket.holds_slot:
+                ticket.holds_slot = False
+                self._free += 1
+            self._tickets.discard(ticket)
+            self._condition.notify_all()
+
+    def close(self) -> None:
+        """Refuse new tickets, stop every call, and wait until each has left, but for those
+        of the calling thread (a callback of a run that closes its own ``Runner``).
+        Idempotent."""
+        with self._condition:
+            self._closed = True
+            for ticket in self._tickets:
+                ticket.stop.set()
+            self._condition.notify_all()
+            me = threading.get_ident()
+            while any(ticket.thread != me for ticket in self._tickets):
+                self._condition.wait()
