@@ -187,8 +187,8 @@ class Job:
         }
         try:
             return cls(**fields)  # type: ignore[arg-type]
-        except (TypeError, ValueError) as exc:  # cannot happen: each key was checked
-            raise ValueError(f"job: {exc}") from None
+        except (TypeError, ValueError) as exc:  # each key was checked: a bug if it happens
+            raise ValueError(f"job: {exc}") from exc
 
 
 def _keyed(key: str, convert: Callable[[object], object], value: object) -> object:
@@ -200,12 +200,14 @@ def _keyed(key: str, convert: Callable[[object], object], value: object) -> obje
         raise ValueError(message if message.startswith(f"{key}") else f"{key}: {message}") from None
 
 
-def _strings(name: str) -> Callable[[object], tuple[str, ...]]:
-    """A converter of a JSON list of strings (``argv``, ``args``, ``readable``)."""
+def _strings(name: str, check: Callable[[object], object]) -> Callable[[object], tuple[str, ...]]:
+    """A converter of a JSON list of strings (``argv``, ``args``, ``readable``), each list
+    then checked by ``check`` as ``Job`` checks the field."""
 
     def convert(value: object) -> tuple[str, ...]:
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
             raise ValueError(f"{name}: expected a list of strings, got {value!r}")
+        check(value)
         return tuple(value)
 
     return convert
@@ -266,7 +268,7 @@ def _files_from(value: object) -> dict[str, File]:
             raise ValueError(f"{what}.executable: expected bool, got {executable!r}")
         content = decode_text(entry["data"], entry["encoding"], f"{what}.data", f"{what}.encoding")
         files[name] = File(content, executable=executable)
-    return files
+    return _check_files(files)
 
 
 def _limits_from(value: object) -> Limits:
@@ -295,12 +297,12 @@ def _limits_from(value: object) -> Limits:
 #: Each JSON key: the ``Job`` field it fills and how its value is checked and converted.
 _FROM_JSON: dict[str, tuple[str, Callable[[object], object]]] = {
     "id": ("id", _check_id),
-    "argv": ("argv", _strings("argv")),
+    "argv": ("argv", _strings("argv", check_argv)),
     "python": ("code", _code),
-    "args": ("args", _strings("args")),
+    "args": ("args", _strings("args", lambda args: check_python("", args))),
     "stdin": ("stdin", _stdin_from),
     "files": ("files", _files_from),
     "limits": ("limits", _limits_from),
     "env": ("env", _env),
-    "readable": ("readable", _strings("readable")),
+    "readable": ("readable", _strings("readable", _check_readable)),
 }

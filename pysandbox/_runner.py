@@ -112,6 +112,17 @@ class Runner:
         return dict(self._env)
 
     @property
+    def running(self) -> int:
+        """Calls that hold a slot now: their sandboxes are starting, running or being
+        reaped (a gauge for a service's metrics)."""
+        return self._slots.running
+
+    @property
+    def waiting(self) -> int:
+        """Calls accepted that do not hold a slot yet: queued for one, or being checked."""
+        return self._slots.waiting
+
+    @property
     def closed(self) -> bool:
         """``close()`` was called."""
         return self._slots.closed

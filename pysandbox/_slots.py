@@ -82,6 +82,18 @@ class Slots:
         """``close`` was called."""
         return self._closed
 
+    @property
+    def running(self) -> int:
+        """Tickets that hold a slot now."""
+        with self._condition:
+            return self.size - self._free
+
+    @property
+    def waiting(self) -> int:
+        """Tickets that wait for a slot or are being checked before they wait."""
+        with self._condition:
+            return sum(not ticket.holds_slot for ticket in self._tickets)
+
     def ticket(self) -> Ticket:
         """A ticket for a new call; ``RuntimeError`` once the slots are closed."""
         with self._condition:

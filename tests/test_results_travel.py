@@ -141,8 +141,10 @@ def test_to_dict_schema_and_json_round_trip(results: dict[Status, Result]) -> No
             "max_rss",
             "files",
             "files_truncated",
+            "queued_time",
         }
         assert data["status"] == status.name
+        assert data["queued_time"] == 0.0
         loaded = json.loads(json.dumps(data))
         assert loaded == data
         assert Result.from_dict(loaded) == result
@@ -195,6 +197,23 @@ def test_from_dict_rejects_a_malformed_dict(key: str, value: object) -> None:
     del data[key]
     with pytest.raises(ValueError, match=key):
         Result.from_dict(data)
+
+
+@pytest.mark.no_bwrap
+def test_queued_time_travels_and_defaults_to_zero() -> None:
+    waited = Result(
+        Status.OK, 0, None, b"", b"", False, False, 0.1, 0.1, 1, {}, False, queued_time=2.5
+    )
+    data = json.loads(json.dumps(waited.to_dict()))
+    assert data["queued_time"] == 2.5
+    assert Result.from_dict(data) == waited
+    assert pickle.loads(pickle.dumps(waited)).queued_time == 2.5
+    del data["queued_time"]  # a dict written before the field existed
+    assert Result.from_dict(data).queued_time == 0.0
+    for bad in ("2.5", None, True):
+        data["queued_time"] = bad
+        with pytest.raises(ValueError, match=r"^queued_time"):
+            Result.from_dict(data)
 
 
 @pytest.mark.no_bwrap
