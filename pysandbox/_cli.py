@@ -5,6 +5,8 @@
 through as they arrive, then one verdict line goes to stderr (or, with ``--json``, one
 JSON object, ``Result.to_dict()``, goes to stdout), and the exit status mirrors the
 program's.
+``pysandbox batch JOBS.jsonl --out RESULTS.jsonl`` runs one job per line of JOBS and
+appends one outcome line per job to RESULTS, resuming where an earlier run stopped.
 ``pysandbox selftest`` and ``pysandbox demo`` run the self-test and the reference demo;
 bare ``python -m pysandbox`` is the demo, and ``--selftest`` is ``selftest``.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import importlib.util
 import json
 import os
 import signal
@@ -21,15 +24,17 @@ import stat
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Callable, NoReturn, TextIO
+from typing import BinaryIO, Callable, NoReturn, TextIO
 
 from . import __version__
+from ._batch import BatchReport, open_results, run_batch
 from ._demo import demo
 from ._errors import SandboxError
 from ._file import File
 from ._limits import Limits
 from ._options import add_limit_options, limits_from
 from ._output_dir import OutputDirError, prepare, write_files
+from ._results_file import ResultsFileError
 from ._run import run, run_python
 from ._selftest import selftest
 from ._types import Result
@@ -82,6 +87,9 @@ exit status:
   {EXIT_TERMINATED}     terminated (SIGTERM); the sandbox was killed
   {EXIT_READER_GONE}     the reader of our output went away (SIGPIPE); the sandbox was killed
   selftest exits 0 when every protection holds, {EXIT_SELFTEST_FAILED} otherwise.
+  batch exits 0 once every job has its line in RESULTS, whatever the verdicts; 130 or 143
+  when interrupted (rerun it to resume), 125 when this host cannot run a sandbox or
+  RESULTS cannot be written, 2 for bad options or an unusable JOBS or RESULTS.
 With --json, stdout holds exactly one JSON object: Result.to_dict() of the run, or
 {{"error": MESSAGE, "kind": "sandbox_error" | "interrupted" | "terminated"}} when there
 was no result."""
@@ -346,6 +354,118 @@ def _demo_command(parser: argparse.ArgumentParser, options: argparse.Namespace) 
     return demo()
 
 
+def _max_concurrent(text: str) -> int:
+    """``--max-concurrent``: a whole number of at least 1 (argparse names the option)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number; got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
+    return value
+
+
+def _open_jobs(parser: argparse.ArgumentParser, path: str, out: str) -> BinaryIO:
+    """JOBS opened for reading in binary (``-``: our stdin); a usage error when it cannot
+    be read or is the results file itself."""
+    if path == "-":
+        return sys.stdin.buffer
+    try:
+        if os.path.exists(out) and os.path.samefile(path, out):
+            parser.error(f"JOBS and --out are the same file: {path}")
+        return open(path, "rb")
+    except OSError as exc:
+        parser.error(f"cannot read JOBS {path}: {exc.strerror or exc}")
+
+
+def _job_lines(path: str) -> int | None:
+    """How many non-blank lines the regular file ``path`` has (the progress bar's
+    total), read in one streaming pass; None for stdin or a pipe."""
+    if path == "-" or not os.path.isfile(path):
+        return None
+    with open(path, "rb") as stream:
+        return sum(1 for line in stream if line.strip())
+
+
+def _batch_command(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
+    if options.progress and importlib.util.find_spec("tqdm") is None:
+        parser.error("--progress needs tqdm: pip install pysandbox[progress]")
+    jobs = _open_jobs(parser, options.jobs, options.out)
+    run(["true"])  # a host that cannot run a sandbox fails here (125), before RESULTS
+    try:
+        results = open_results(options.out)
+    except ResultsFileError as exc:
+        parser.error(f"argument --out: {exc}")
+    if results.repaired:
+        print(
+            f"pysandbox: cut off a partial last line of {options.out} ({results.repaired} "
+            "bytes), left by an interrupted run",
+            file=sys.stderr,
+        )
+    report = BatchReport()
+    try:
+        with results, jobs:
+            run_batch(
+                jobs,
+                results,
+                report,
+                limits=limits_from(options),
+                max_concurrent=options.max_concurrent,
+                ordered=options.ordered,
+                progress=options.progress,
+                total=_job_lines(options.jobs) if options.progress else None,
+            )
+    except (KeyboardInterrupt, _Terminated) as stop:
+        kind = "interrupted" if isinstance(stop, KeyboardInterrupt) else "terminated"
+        print(
+            f"pysandbox: {kind}: the running sandboxes were killed; {report.summary()}; "
+            "rerun the same command to resume",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED if kind == "interrupted" else EXIT_TERMINATED
+    except OSError as exc:
+        print(
+            f"pysandbox: error: the batch stopped: {exc}; {report.summary()}; fix it and "
+            "rerun the same command to resume",
+            file=sys.stderr,
+        )
+        return EXIT_SANDBOX_ERROR
+    print(f"pysandbox: batch done: {report.summary()}", file=sys.stderr)
+    return 0
+
+
+def _add_batch_options(command: argparse.ArgumentParser) -> None:
+    """``batch``'s arguments: JOBS, --out, the concurrency, order, progress, limits."""
+    command.add_argument(
+        "jobs",
+        metavar="JOBS.jsonl",
+        help="one JSON job per line (the README's schema); '-': our stdin",
+    )
+    command.add_argument(
+        "--out",
+        required=True,
+        metavar="RESULTS.jsonl",
+        help="append one JSON outcome per job here; the jobs whose ids it has are skipped",
+    )
+    command.add_argument(
+        "--max-concurrent",
+        type=_max_concurrent,
+        metavar="N",
+        help="the most sandboxes running at once (default: the number of CPUs)",
+    )
+    command.add_argument(
+        "--ordered",
+        action="store_true",
+        help="write the outcomes in the order of JOBS (default: as the jobs end)",
+    )
+    command.add_argument(
+        "--progress",
+        action="store_true",
+        help="show a progress bar with the count of each verdict (needs tqdm)",
+    )
+    add_limit_options(command)
+
+
 def _add_run_options(command: argparse.ArgumentParser) -> None:
     """The options ``run`` and ``python`` share: limits, inputs, outputs, environment."""
     add_limit_options(command)
@@ -444,6 +564,17 @@ def build_parser() -> argparse.ArgumentParser:
     python_parser.add_argument("-c", dest="code", metavar="CODE", help="the code to run")
     python_parser.add_argument("argv", nargs=argparse.REMAINDER, metavar="FILE.py [ARGS...]")
     python_parser.set_defaults(handler=_python_command, parser=python_parser)
+    batch_parser = _add_command(
+        commands,
+        "batch",
+        "run one sandbox per line of a JSON-lines file, resumable",
+        "Run each job of JOBS.jsonl (one JSON object per line) in its own sandbox and "
+        "append its outcome (the job's id and Result.to_dict(), or an error) to "
+        "RESULTS.jsonl as one line; rerun the same command to resume an interrupted batch. "
+        "The limit options apply to the jobs that give no limits of their own.",
+    )
+    _add_batch_options(batch_parser)
+    batch_parser.set_defaults(handler=_batch_command, parser=batch_parser)
     selftest_parser = _add_command(
         commands, "selftest", "attack a sandbox on this host and report which protections hold"
     )
@@ -500,7 +631,7 @@ def _dispatch(argv: list[str]) -> int:
         parser = build_parser()
         options = parser.parse_args(argv)
         if options.command is None:
-            parser.error("choose a command: run, python, selftest or demo")
+            parser.error("choose a command: run, python, batch, selftest or demo")
         handler: Callable[[argparse.ArgumentParser, argparse.Namespace], int] = options.handler
         return handler(options.parser, options)
     except SandboxError as exc:
