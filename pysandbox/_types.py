@@ -291,14 +291,24 @@ class Result:
         """
         if self.status is Status.OK:
             return self
-        if self.signal is not None:
-            ending = f"killed by {_signal_name(self.signal)} ({self.signal})"
-        else:
-            ending = f"exit code {self.returncode}"
         message = (
-            f"sandboxed program failed: {self.status.name}, {ending}; "
-            f"CPU {self.cpu_time:.3f} s, wall {self.wall_time:.3f} s\n"
-            f"--- stdout ---\n{_tail(self.stdout, self.stdout_truncated)}\n"
-            f"--- stderr ---\n{_tail(self.stderr, self.stderr_truncated)}"
+            f"sandboxed program failed: {self.status.name}, {ending(self)}; "
+            f"CPU {self.cpu_time:.3f} s, wall {self.wall_time:.3f} s\n{output_tails(self)}"
         )
         raise SandboxFailure(message, self)
+
+
+def ending(result: Result) -> str:
+    """How the program ended, in words: ``"exit code 1"`` or ``"killed by SIGKILL (9)"``."""
+    if result.signal is not None:
+        return f"killed by {_signal_name(result.signal)} ({result.signal})"
+    return f"exit code {result.returncode}"
+
+
+def output_tails(result: Result) -> str:
+    """The last ``CHECK_TAIL_LINES`` lines of stdout and of stderr, each under a
+    ``--- stdout ---`` or ``--- stderr ---`` line, as ``Result.check`` quotes them."""
+    return (
+        f"--- stdout ---\n{_tail(result.stdout, result.stdout_truncated)}\n"
+        f"--- stderr ---\n{_tail(result.stderr, result.stderr_truncated)}"
+    )
