@@ -10,6 +10,7 @@ pysandbox that imports pytest: ``import pysandbox`` never does.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Generator, Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -162,6 +163,8 @@ class Sandbox:
     def __init__(self, item: pytest.Item, limits: Limits) -> None:
         self._item = item
         self._limits = limits
+        # Runs may end in several threads at once (a test's own thread pool): one number each.
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<Sandbox of {self._item.nodeid}: {self._limits!r}>"
@@ -181,12 +184,13 @@ class Sandbox:
     def _record(self, what: str, limits: Limits, result: Result) -> Result:
         """Number the run, keep it for the report and add its verdict to the test's
         ``user_properties`` (which JUnit XML carries); return ``result``."""
-        runs = self._item.stash.setdefault(_RUNS, [])
-        entry = _Run(len(runs) + 1, what, limits, result)
-        runs.append(entry)
-        self._item.user_properties.append(
-            (f"{SECTION_PREFIX} {entry.number}", f"{_verdict(result)}: {what}")
-        )
+        with self._lock:
+            runs = self._item.stash.setdefault(_RUNS, [])
+            entry = _Run(len(runs) + 1, what, limits, result)
+            runs.append(entry)
+            self._item.user_properties.append(
+                (f"{SECTION_PREFIX} {entry.number}", f"{_verdict(result)}: {what}")
+            )
         return result
 
     def run(self, argv: Sequence[str], *, limits: Limits | None = None, **options: Any) -> Result:

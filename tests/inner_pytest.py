@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from helpers import slow
@@ -19,13 +20,16 @@ from helpers import slow
 SESSION_TIMEOUT = slow(60)
 
 
-def run_pytest(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m pytest ARGS`` in ``directory``, with its output captured as text."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
+def run_pytest(
+    directory: Path, *args: str, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m pytest ARGS`` in ``directory``, with ``env`` added to the environment
+    and its output captured as text."""
+    clean = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", *args],
         cwd=directory,
-        env=env,
+        env={**clean, **(env or {})},
         capture_output=True,
         text=True,
         timeout=SESSION_TIMEOUT,

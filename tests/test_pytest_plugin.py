@@ -209,6 +209,18 @@ def test_the_plugin_can_be_turned_off_by_its_name(tmp_path: Path) -> None:
     assert "fixture 'sandbox' not found" in process.stdout, process.stdout
 
 
+def test_without_autoloading_the_module_is_the_plugin(tmp_path: Path) -> None:
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_on.py").write_text(
+        "def test_it(sandbox):\n    assert sandbox.run(['true']).returncode == 0\n"
+    )
+    no_autoload = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    process = run_pytest(tmp_path, env=no_autoload)
+    assert "fixture 'sandbox' not found" in process.stdout, process.stdout
+    process = run_pytest(tmp_path, "-p", "pysandbox.pytest_plugin", env=no_autoload)
+    assert process.returncode == pytest.ExitCode.OK, process.stdout + process.stderr
+
+
 def test_importing_pysandbox_does_not_import_pytest() -> None:
     imported = subprocess.run(
         [
