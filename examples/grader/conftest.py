@@ -58,6 +58,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @dataclasses.dataclass
 class Grade:
+    """One test's grade, from the reports of its setup, call and teardown."""
+
     name: str
     max_score: float
     passed: bool = False
@@ -109,4 +111,4 @@ class Gradebook:
 
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the controller of pytest-xdist, or no xdist
-        config.pluginmanager.register(Gradebook(Path(config.getoption("results"))))
+        config.pluginmanager.register(Gradebook(Path(config.getoption("results"))), "gradebook")
