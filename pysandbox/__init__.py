@@ -10,6 +10,8 @@ from __future__ import annotations
 from ._async import run_async, run_python_async
 from ._errors import Cancelled, SandboxError, SandboxFailure
 from ._eval import eval_in_sandbox
+from ._file import File
+from ._ipython import load_ipython_extension
 from ._limits import Limits
 from ._run import run, run_python
 from ._selftest import Check, SelftestReport, selftest
@@ -18,6 +20,7 @@ from ._types import ProcessOutput, Result, Status
 __all__ = [
     "Cancelled",
     "Check",
+    "File",
     "Limits",
     "ProcessOutput",
     "Result",
@@ -27,6 +30,7 @@ __all__ = [
     "Status",
     "__version__",
     "eval_in_sandbox",
+    "load_ipython_extension",
     "run",
     "run_async",
     "run_python",

@@ -2,8 +2,14 @@
 
 One record per file, then one end record::
 
-    b"F" + u32le(len(name)) + name + u64le(len(data)) + data    (name: UTF-8, relative)
-    b"E" + u8(flags)                                             (flag 1: files left out)
+    b"F" + u8(mode) + u32le(len(name)) + name + u64le(len(data)) + data
+    b"E" + u8(flags)
+
+The name is relative and UTF-8.  The mode byte has one bit, ``MODE_EXECUTABLE`` (1): in,
+the init creates the file 0755 rather than 0644 (less the umask); out, the file's owner
+may execute it.  No other bit of a file's mode travels, so no setuid, setgid or sticky
+bit can be asked for or reported; the init refuses a stream with other bits set.  The end
+record's flag ``FLAG_LEFT_OUT`` (1) says some files were left out.
 
 ``encode_files`` checks the caller's files and raises; ``decode_files`` reads what the
 in-sandbox init wrote, which the sandboxed program may have disturbed (it can kill the
@@ -17,11 +23,16 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Mapping
+from typing import Union
+
+from ._file import File
 
 __all__ = [
     "FLAG_LEFT_OUT",
     "MAX_COMPONENT_BYTES",
     "MAX_NAME_BYTES",
+    "MODE_EXECUTABLE",
+    "FileValue",
     "check_fits_tmpfs",
     "decode_files",
     "encode_files",
@@ -32,6 +43,8 @@ __all__ = [
 
 #: The end record's flag bit: some files were left out (over the cap, or unreadable).
 FLAG_LEFT_OUT = 1
+#: A file record's mode bit: the file is executable (created 0755; owner-execute set).
+MODE_EXECUTABLE = 1
 #: Longest name, in bytes of UTF-8 (Linux's ``PATH_MAX``).
 MAX_NAME_BYTES = 4096
 #: Longest component of a name, in bytes of UTF-8 (Linux's ``NAME_MAX``).
@@ -41,6 +54,9 @@ _FILE_TAG = b"F"
 _END_TAG = b"E"
 _NAME_LEN = struct.Struct("<I")
 _DATA_LEN = struct.Struct("<Q")
+
+#: What ``files=`` maps a name to: the content, or a ``File`` that also gives its mode.
+FileValue = Union[bytes, bytearray, memoryview, File]
 
 
 def name_problem(name: str) -> str | None:
@@ -81,16 +97,23 @@ def _checked_name(name: object) -> bytes:
     return name.encode("utf-8")
 
 
-def _checked_data(name: str, data: object) -> bytes:
-    """``data`` as bytes, or a ``TypeError`` naming ``files``."""
+def _checked_data(name: str, data: object) -> tuple[bytes, int]:
+    """``data`` as bytes and its mode byte, or a ``TypeError`` naming ``files``."""
+    if isinstance(data, File):
+        return data.content, MODE_EXECUTABLE if data.executable else 0
     if isinstance(data, bytes):
-        return data
+        return data, 0
     if isinstance(data, (bytearray, memoryview)):
-        return bytes(data)
+        return bytes(data), 0
     raise TypeError(
-        f"files: the content of {name!r} must be bytes, bytearray or memoryview, "
+        f"files: the content of {name!r} must be bytes, bytearray, memoryview or File, "
         f"not {type(data).__name__}"
     )
+
+
+def _size(data: FileValue) -> int:
+    """Bytes of content in ``data``, a value of ``files`` checked by ``encode_files``."""
+    return len(data.content) if isinstance(data, File) else memoryview(data).nbytes
 
 
 def _check_no_file_is_a_directory(names: list[str]) -> None:
@@ -107,23 +130,26 @@ def _check_no_file_is_a_directory(names: list[str]) -> None:
             raise ValueError(f"files: {file!r} is a file and cannot be the directory of {other!r}")
 
 
-def encode_files(files: Mapping[str, bytes]) -> bytes:
-    """The record stream of ``files`` (name to content), end record included.
+def encode_files(files: Mapping[str, FileValue]) -> bytes:
+    """The record stream of ``files`` (name to content or ``File``), end record included.
 
     Names must be fit (see ``name_problem``); no name may be the directory of another.
-    Contents are bytes, bytearray or memoryview.  Every problem raises ``TypeError`` or
-    ``ValueError`` naming ``files``, before anything is written.  No name is reserved
-    here; the caller refuses the names it keeps for itself.
+    Contents are bytes, bytearray or memoryview, or a ``File`` (executable or not).
+    Every problem raises ``TypeError`` or ``ValueError`` naming ``files``, before
+    anything is written.  No name is reserved here; the caller refuses the names it
+    keeps for itself.
     """
     if not isinstance(files, Mapping):
-        raise TypeError(f"files must be a mapping of str to bytes, not {type(files).__name__}")
+        raise TypeError(
+            f"files must be a mapping of str to bytes or File, not {type(files).__name__}"
+        )
     parts: list[bytes] = []
     names: list[str] = []
     for name, data in files.items():
         encoded = _checked_name(name)
-        content = _checked_data(name, data)
+        content, mode = _checked_data(name, data)
         names.append(name)
-        parts += [_FILE_TAG, _NAME_LEN.pack(len(encoded)), encoded]
+        parts += [_FILE_TAG, bytes([mode]), _NAME_LEN.pack(len(encoded)), encoded]
         parts += [_DATA_LEN.pack(len(content)), content]
     _check_no_file_is_a_directory(names)
     parts += [_END_TAG, bytes([0])]
@@ -141,19 +167,22 @@ def _decoded_name(raw: memoryview) -> str | None:
     return name if name_problem(name) is None else None
 
 
-def decode_files(stream: bytes) -> tuple[dict[str, bytes], bool]:
-    """The files in a record stream, and whether any were left out or lost.
+def decode_files(stream: bytes) -> tuple[dict[str, bytes], frozenset[str], bool]:
+    """The files in a record stream, the names of those that are executable, and whether
+    any were left out or lost.
 
-    The second value is true when the end record says files were left out, and also
-    when the stream is not sound: it stops early or mid-record, a record has an unknown
-    tag or sizes past the end, the end record has unknown flag bits or bytes follow it,
-    or a name is not valid UTF-8 or not fit (see ``name_problem``; such a file is
-    skipped).  Every complete record before the first fault is kept.  When a name comes
-    twice, the last content wins.  Linear in the stream's length; never raises for bytes,
-    bytearray or any other C-contiguous buffer.
+    The last value is true when the end record says files were left out, and also when
+    the stream is not sound: it stops early or mid-record, a record has an unknown tag,
+    unknown mode bits or sizes past the end, the end record has unknown flag bits or
+    bytes follow it, or a name is not valid UTF-8 or not fit (see ``name_problem``; such
+    a file is skipped).  Every complete record before the first fault is kept.  When a
+    name comes twice, the last record wins, mode included.  The executable names are
+    always names of the files returned.  Linear in the stream's length; never raises
+    for bytes, bytearray or any other C-contiguous buffer.
     """
     view = memoryview(stream).cast("B")
     files: dict[str, bytes] = {}
+    executables: set[str] = set()
     lost = False
     position = 0
     end = len(view)
@@ -162,12 +191,15 @@ def decode_files(stream: bytes) -> tuple[dict[str, bytes], bool]:
         if tag == _END_TAG:
             flags = view[position + 1 : position + 2]
             if len(flags) < 1 or position + 2 != end or flags[0] & ~FLAG_LEFT_OUT:
-                return files, True
-            return files, lost or bool(flags[0] & FLAG_LEFT_OUT)
-        if tag != _FILE_TAG or end - position < 1 + _NAME_LEN.size:
+                return files, frozenset(executables), True
+            return files, frozenset(executables), lost or bool(flags[0] & FLAG_LEFT_OUT)
+        if tag != _FILE_TAG or end - position < 2 + _NAME_LEN.size:
             break
-        (name_len,) = _NAME_LEN.unpack_from(view, position + 1)
-        name_at = position + 1 + _NAME_LEN.size
+        mode = view[position + 1]
+        if mode & ~MODE_EXECUTABLE:
+            break
+        (name_len,) = _NAME_LEN.unpack_from(view, position + 2)
+        name_at = position + 2 + _NAME_LEN.size
         if end - name_at < name_len + _DATA_LEN.size:
             break
         (data_len,) = _DATA_LEN.unpack_from(view, name_at + name_len)
@@ -179,13 +211,17 @@ def decode_files(stream: bytes) -> tuple[dict[str, bytes], bool]:
             lost = True
         else:
             files[name] = bytes(view[data_at : data_at + data_len])
+            if mode & MODE_EXECUTABLE:
+                executables.add(name)
+            else:
+                executables.discard(name)
         position = data_at + data_len
-    return files, True
+    return files, frozenset(executables), True
 
 
-def tmpfs_footprint(files: Mapping[str, bytes], page_size: int) -> int:
-    """Bytes of a tmpfs's ``size=`` that ``files`` (name to content, checked by
-    ``encode_files``) take: each file's length rounded up to whole pages.
+def tmpfs_footprint(files: Mapping[str, FileValue], page_size: int) -> int:
+    """Bytes of a tmpfs's ``size=`` that ``files`` (name to content or ``File``, checked
+    by ``encode_files``) take: each file's length rounded up to whole pages.
 
     A tmpfs charges its size in pages (a one-byte file takes a page) and nothing for a
     directory or an empty file: those take an inode and kernel memory, which the
@@ -193,10 +229,10 @@ def tmpfs_footprint(files: Mapping[str, bytes], page_size: int) -> int:
     without huge pages, as bubblewrap mounts it (unless the host boots with
     ``transparent_hugepage_tmpfs=``).
     """
-    return sum(-(-memoryview(data).nbytes // page_size) * page_size for data in files.values())
+    return sum(-(-_size(data) // page_size) * page_size for data in files.values())
 
 
-def tmpfs_inodes(files: Mapping[str, bytes]) -> int:
+def tmpfs_inodes(files: Mapping[str, FileValue]) -> int:
     """Inodes ``files`` take on a fresh tmpfs, counting its root and one mount point of
     ``run_python``'s code: a file each, and a directory each however many files it
     holds."""
@@ -215,7 +251,7 @@ def _default_tmpfs_inodes() -> int:
     return os.sysconf("SC_PHYS_PAGES") // 2
 
 
-def check_fits_tmpfs(files: Mapping[str, bytes], disk: int) -> None:
+def check_fits_tmpfs(files: Mapping[str, FileValue], disk: int) -> None:
     """Raise ``ValueError`` unless ``files`` fit on the working directory's tmpfs of
     ``disk`` bytes, in the units it counts (see ``tmpfs_footprint`` and
     ``tmpfs_inodes``); the message gives the real figure.  ``files`` were checked by
@@ -223,7 +259,7 @@ def check_fits_tmpfs(files: Mapping[str, bytes], disk: int) -> None:
     page_size = os.sysconf("SC_PAGE_SIZE")
     footprint = tmpfs_footprint(files, page_size)
     if footprint > disk:
-        content = sum(memoryview(data).nbytes for data in files.values())
+        content = sum(_size(data) for data in files.values())
         raise ValueError(
             f"files: {len(files)} files of {content} bytes take {footprint} bytes of the "
             f"working directory's tmpfs, which counts each file in whole pages of "

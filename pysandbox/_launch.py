@@ -30,7 +30,7 @@ import json
 import os
 import resource
 from collections.abc import Callable, Iterator, Sequence
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from . import _bwrap, _sandbox
 from ._cgroup import CgroupUsage
@@ -164,7 +164,11 @@ class Plan:
     #: CPU seconds of the whole tree; 0: not watched.
     cpu_limit: float = 0.0
     stdin: bytes = b""
-    on_stdout: Callable[[bytes], bytes | None] | None = None
+    #: Called with each chunk of stdout while stdin is open: bytes to write, None to close.
+    stdin_callback: Callable[[bytes], bytes | None] | None = None
+    #: Shown every kept byte of stdout and stderr, in order, as it is read.
+    on_stdout: Callable[[bytes], object] | None = None
+    on_stderr: Callable[[bytes], object] | None = None
     cancel: CancelEvent | None = None
     #: stdout and stderr as stripped str (None where not UTF-8): eval_in_sandbox's way.
     text: bool = False
@@ -380,6 +384,38 @@ def command_line(plan: Plan) -> list[str]:
     ]
 
 
+class _HookRaised(Exception):
+    """What one of a plan's callbacks raised, carried through the C core.
+
+    The core raises ``OSError`` for its own faults, which ``launch`` maps to a
+    ``SandboxError``; a callback's own ``OSError`` (a closed pipe it writes to) must
+    reach the caller unchanged instead, so every callback's exception travels in this
+    wrapper and is unwrapped once the core has killed and reaped the sandbox.
+    """
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(repr(error))
+        self.error = error
+
+
+_Reply = TypeVar("_Reply")
+
+
+def _guarded(hook: Callable[[bytes], _Reply] | None) -> Callable[[bytes], _Reply] | None:
+    """``hook`` with whatever it raises wrapped in ``_HookRaised`` (None stays None)."""
+    if hook is None:
+        return None
+    call = hook
+
+    def guarded(chunk: bytes) -> _Reply:
+        try:
+            return call(chunk)
+        except BaseException as error:  # KeyboardInterrupt too: unwrapped by launch
+            raise _HookRaised(error) from None
+
+    return guarded
+
+
 def launch(plan: Plan) -> Facts:
     """Run ``plan``'s sandbox to its end and return the facts.
 
@@ -387,7 +423,8 @@ def launch(plan: Plan) -> Facts:
     sandbox (it reports an exit code only for a sandbox it finished building), when the
     init could not start the program (a program that never ran is never blamed), or when
     the exit status was lost and nobody reported it; ``Cancelled`` when ``plan.cancel``
-    fired.  An exception from ``plan.on_stdout`` or a ``KeyboardInterrupt`` propagates.
+    fired.  An exception from one of the plan's callbacks or a ``KeyboardInterrupt``
+    propagates.
     In every case the sandbox is killed and reaped first.
     """
     if len(plan.payloads) != len(plan.layout.payloads) or len(plan.capture_caps) != len(
@@ -401,6 +438,7 @@ def launch(plan: Plan) -> Facts:
             processes=plan.processes, memory_total=plan.memory_total, rlimits=plan.rlimits
         ) as confinement,
     ):
+        hook_error: BaseException | None = None
         try:
             raw = _sandbox.run(
                 argv,
@@ -412,7 +450,9 @@ def launch(plan: Plan) -> Facts:
                 pass_fds=pass_fds,
                 captures=[REPORT_CAP, INIT_REPORT_CAP, *plan.capture_caps],
                 stdin=plan.stdin,
-                on_stdout=plan.on_stdout,
+                stdin_callback=_guarded(plan.stdin_callback),
+                on_stdout=_guarded(plan.on_stdout),
+                on_stderr=_guarded(plan.on_stderr),
                 stdout_cap=plan.stdout_cap,
                 stderr_cap=plan.stderr_cap,
                 kill_on_cap=plan.kill_on_cap,
@@ -421,8 +461,12 @@ def launch(plan: Plan) -> Facts:
                 cancel=plan.cancel,
                 text=plan.text,
             )
+        except _HookRaised as raised:
+            hook_error = raised.error
         except OSError as exc:
             raise _spawn_failure(exc) from exc
+        if hook_error is not None:
+            raise hook_error
         usage = confinement.usage()
     if raw["cancelled"]:
         raise Cancelled("the run was cancelled; the sandbox was killed")

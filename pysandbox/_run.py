@@ -5,24 +5,34 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Union
+from typing import Optional, Union
 
 from . import _bwrap
 from ._bwrap import MAIN_NAME, MAIN_PATH, WORKDIR
 from ._classify import classify
 from ._errors import SandboxError
+from ._file import File
 from ._files import check_fits_tmpfs, decode_files, encode_files
 from ._launch import CancelEvent, Facts, FdLayout, Plan, launch
 from ._limits import Limits
 from ._types import Result
 
-__all__ = ["Stdin", "build_plan", "run", "run_python"]
+__all__ = ["OnOutput", "Stdin", "build_plan", "check_output_callback", "run", "run_python"]
 
 #: Room in the files stream for the record headers and names, beyond the contents.
 FILES_OVERHEAD = 4 * 2**20
 
 #: What ``stdin`` may be: data, a callback for interactive programs, or None (closed).
 Stdin = Union[bytes, str, Callable[[bytes], Union[bytes, str, None]], None]
+
+#: An ``on_stdout``/``on_stderr`` callback: shown each chunk of output; its result is ignored.
+OnOutput = Optional[Callable[[bytes], object]]
+
+
+def check_output_callback(callback: object, name: str) -> None:
+    """``TypeError`` naming ``name`` unless ``callback`` is None or callable."""
+    if callback is not None and not callable(callback):
+        raise TypeError(f"{name} must be callable or None, not {type(callback).__name__}")
 
 
 def _check_argv(argv: object) -> list[str]:
@@ -111,21 +121,21 @@ def _as_bytes(data: bytes | str, what: str) -> bytes:
 def _stdin_plan(
     stdin: Stdin,
 ) -> tuple[bytes, Callable[[bytes], bytes | None] | None]:
-    """The initial stdin bytes and the C core's stdout hook for ``stdin``."""
+    """The initial stdin bytes and the C core's ``stdin_callback`` for ``stdin``."""
     if stdin is None:
         return b"", None
     if not callable(stdin):
         return _as_bytes(stdin, "stdin"), None
     callback = stdin
 
-    def on_stdout(chunk: bytes) -> bytes | None:
+    def reply_to(chunk: bytes) -> bytes | None:
         reply = callback(chunk)
         return None if reply is None else _as_bytes(reply, "the stdin callback's reply")
 
-    first = on_stdout(b"")
+    first = reply_to(b"")
     if first is None:
         return b"", None
-    return first, on_stdout
+    return first, reply_to
 
 
 def _execute(
@@ -133,16 +143,20 @@ def _execute(
     *,
     stdin: Stdin,
     limits: Limits | None,
-    files: Mapping[str, bytes] | None,
+    files: Mapping[str, bytes | File] | None,
     readable: Sequence[str],
     env: Mapping[str, str] | None,
     code: bytes | None,
     cancel: CancelEvent | None,
+    on_stdout: OnOutput,
+    on_stderr: OnOutput,
 ) -> Result:
     """Validate everything, run ``program`` under the init, and classify the outcome."""
     plan, checked = build_plan(
         program,
         stdin=stdin,
+        on_stdout=on_stdout,
+        on_stderr=on_stderr,
         limits=limits,
         files=files,
         readable=readable,
@@ -158,11 +172,13 @@ def build_plan(
     *,
     stdin: Stdin = None,
     limits: Limits | None = None,
-    files: Mapping[str, bytes] | None = None,
+    files: Mapping[str, bytes | File] | None = None,
     readable: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     code: bytes | None = None,
     cancel: CancelEvent | None = None,
+    on_stdout: OnOutput = None,
+    on_stderr: OnOutput = None,
 ) -> tuple[Plan, Limits]:
     """Check the arguments of ``run`` and build its ``Plan``: ``program`` under the
     init, in a writable ``WORKDIR`` with the files, and the code when ``code`` is given
@@ -177,7 +193,9 @@ def build_plan(
         raise ValueError(f"files: {MAIN_NAME!r} is where run_python puts the code")
     paths = _check_readable(readable)
     env_options = _check_env(env)
-    initial, on_stdout = _stdin_plan(stdin)
+    check_output_callback(on_stdout, "on_stdout")
+    check_output_callback(on_stderr, "on_stderr")
+    initial, stdin_callback = _stdin_plan(stdin)
     python = _bwrap.find_python()
 
     payloads = [data for data in (files_stream, code) if data is not None]
@@ -209,7 +227,9 @@ def build_plan(
         timeout=limits.wall_time,
         cpu_limit=limits.cpu_time,
         stdin=initial,
+        stdin_callback=stdin_callback,
         on_stdout=on_stdout,
+        on_stderr=on_stderr,
         cancel=cancel,
     )
     return plan, limits
@@ -221,7 +241,7 @@ def _result(facts: Facts, limits: Limits) -> Result:
     stdout, stderr = raw["stdout"], raw["stderr"]
     assert isinstance(stdout, bytes) and isinstance(stderr, bytes)
     max_rss = facts.init.max_rss if facts.init is not None else raw["max_rss"]
-    files, files_left_out = decode_files(facts.captures[0])
+    files, executables, files_left_out = decode_files(facts.captures[0])
     try:
         status, returncode, signal = classify(
             timed_out=raw["timed_out"],
@@ -251,6 +271,7 @@ def _result(facts: Facts, limits: Limits) -> Result:
         max_rss=max_rss,
         files=files,
         files_truncated=files_left_out or facts.captures_truncated[0],
+        executables=executables,
     )
 
 
@@ -259,10 +280,12 @@ def run(
     *,
     stdin: Stdin = None,
     limits: Limits | None = None,
-    files: Mapping[str, bytes] | None = None,
+    files: Mapping[str, bytes | File] | None = None,
     readable: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     cancel: CancelEvent | None = None,
+    on_stdout: OnOutput = None,
+    on_stderr: OnOutput = None,
 ) -> Result:
     """Run a program in a fresh sandbox and say exactly how it ended.
 
@@ -278,11 +301,21 @@ def run(
         reaped and the exception propagates.
     :param limits: the limits (``Limits()`` when None).
     :param files: input files placed in the working directory ``/sandbox``, by relative
-        path; ``Result.files`` holds the regular files left there at the end.
+        path: the content (bytes), or a ``File`` that may be executable;
+        ``Result.files`` holds the regular files left there at the end, and
+        ``Result.executables`` names those that are executable.
     :param readable: host paths the program may read, bound read-only at the same path.
     :param env: environment variables added to ``PATH`` and ``HOME`` (``/sandbox``).
     :param cancel: an object whose ``is_set()`` is asked every 50 ms; once true, the
         sandbox is killed and ``Cancelled`` is raised (``threading.Event`` fits).
+    :param on_stdout: a callable shown the program's stdout as it arrives: called in
+        this thread with each chunk (bytes, never empty, as the pipe delivered it), in
+        order; the chunks join to exactly ``Result.stdout`` (nothing past the cap).  Its
+        result is ignored.  Limits hold meanwhile: past the wall time the program is
+        killed as soon as the callback returns, and the result says
+        ``WALL_TIME_EXCEEDED``.  If it raises, the sandbox is killed and reaped and the
+        exception propagates.  With a ``stdin`` callback too, it sees each chunk first.
+    :param on_stderr: the same for stderr.
     :raises TypeError, ValueError: a bad argument, before anything runs.
     :raises SandboxError: the sandbox could not run the program at all.
     """
@@ -295,6 +328,8 @@ def run(
         env=env,
         code=None,
         cancel=cancel,
+        on_stdout=on_stdout,
+        on_stderr=on_stderr,
     )
 
 
@@ -304,10 +339,12 @@ def run_python(
     args: Sequence[str] = (),
     stdin: Stdin = None,
     limits: Limits | None = None,
-    files: Mapping[str, bytes] | None = None,
+    files: Mapping[str, bytes | File] | None = None,
     readable: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     cancel: CancelEvent | None = None,
+    on_stdout: OnOutput = None,
+    on_stderr: OnOutput = None,
 ) -> Result:
     """Run Python source with the caller's own interpreter, as ``python -u main.py ARGS``.
 
@@ -339,4 +376,6 @@ def run_python(
         env=env,
         code=source,
         cancel=cancel,
+        on_stdout=on_stdout,
+        on_stderr=on_stderr,
     )

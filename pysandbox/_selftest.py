@@ -16,6 +16,7 @@ from ._cgroup import PARENT, probe
 from ._cgroup_base import DELEGATION
 from ._cgroup_mounts import discover
 from ._confine import confine
+from ._display import Pretty, pretty, selftest_html, selftest_text
 from ._errors import SandboxError
 from ._limits import Limits
 from ._run import run_python
@@ -50,6 +51,14 @@ class SelftestReport:
             if not check.ok and check.fix:
                 lines.append(f"       fix: {check.fix}")
         return "\n".join(lines)
+
+    def _repr_pretty_(self, printer: Pretty, cycle: bool) -> None:
+        """IPython's text form: a summary line, then the checks (``_display``)."""
+        pretty(printer, selftest_text(self), cycle, "SelftestReport")
+
+    def _repr_html_(self) -> str:
+        """Jupyter's HTML form: a summary, then a table of the checks (``_display``)."""
+        return selftest_html(self)
 
 
 def _sandboxed(code: str, limits: Limits | None = None) -> str:

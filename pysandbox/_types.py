@@ -8,9 +8,14 @@ import dataclasses
 import enum
 import signal as _signal
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ._errors import SandboxFailure
+from ._file import File
+
+if TYPE_CHECKING:
+    # The rich reprs import ``_display`` when called: it imports this module.
+    from ._display import Pretty
 
 __all__ = ["FrozenFiles", "ProcessOutput", "Result", "Status"]
 
@@ -34,6 +39,18 @@ class ProcessOutput:
 
     def __bool__(self) -> bool:
         return self.returncode == 0
+
+    def _repr_pretty_(self, printer: Pretty, cycle: bool) -> None:
+        """IPython's text form: the verdict, then stdout and stderr (``_display``)."""
+        from ._display import pretty, process_output_text
+
+        pretty(printer, process_output_text(self), cycle, "ProcessOutput")
+
+    def _repr_html_(self) -> str:
+        """Jupyter's HTML form: the verdict, then stdout and stderr (``_display``)."""
+        from ._display import process_output_html
+
+        return process_output_html(self)
 
 
 class Status(enum.Enum):
@@ -165,6 +182,22 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+def _ending(result: Result) -> str:
+    """``"exit code 3"``, or ``"killed by SIGSEGV (11)"`` when a signal ended ``result``."""
+    if result.signal is not None:
+        return f"killed by {_signal_name(result.signal)} ({result.signal})"
+    return f"exit code {result.returncode}"
+
+
+def _output_tails(result: Result) -> str:
+    """The last ``CHECK_TAIL_LINES`` lines of stdout and of stderr, each under a
+    ``--- stdout ---`` or ``--- stderr ---`` line, as ``Result.check`` quotes them."""
+    return (
+        f"--- stdout ---\n{_tail(result.stdout, result.stdout_truncated)}\n"
+        f"--- stderr ---\n{_tail(result.stderr, result.stderr_truncated)}"
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class Result:
     """What ``run`` and ``run_python`` return: how the program ended, its output, its
@@ -200,13 +233,31 @@ class Result:
     files: Mapping[str, bytes] = dataclasses.field(hash=False)
     #: Some files were left out of ``files`` (over ``Limits.files_out``, or unreadable).
     files_truncated: bool
+    #: The names in ``files`` whose owner-execute bit was set at the end (0700, 0750 and
+    #: 0755 are executable; 0644 and 0610 are not).
+    executables: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
-        """Keep a read-only copy of ``files``: later changes to the caller's do not show."""
+        """Keep a read-only copy of ``files``: later changes to the caller's do not show.
+        ``executables`` becomes a frozenset and must name files of ``files``."""
         object.__setattr__(self, "files", FrozenFiles(self.files))
+        if isinstance(self.executables, (str, bytes)):
+            raise TypeError("executables must be a set of names, not a single name")
+        object.__setattr__(self, "executables", frozenset(self.executables))
+        strays = sorted(self.executables - self.files.keys())
+        if strays:
+            raise ValueError(f"executables: names not in files: {strays!r}")
 
     def __bool__(self) -> bool:
         return self.status is Status.OK
+
+    def files_with_modes(self) -> dict[str, File]:
+        """``files`` as ``File`` values that keep the executable bit, ready to be the
+        ``files=`` of the next run (a program compiled here runs there)."""
+        return {
+            name: File(content, executable=name in self.executables)
+            for name, content in self.files.items()
+        }
 
     def stdout_text(self, errors: str = "replace") -> str:
         """``stdout`` decoded as UTF-8; ``errors`` as for ``bytes.decode``."""
@@ -224,15 +275,17 @@ class Result:
         ``stderr_encoding`` (``"utf-8"`` when the bytes are valid UTF-8 and the text is
         them decoded, else ``"base64"``), ``stdout_truncated`` and ``stderr_truncated``,
         ``wall_time`` and ``cpu_time`` (float seconds), ``max_rss`` (int bytes), ``files``
-        (relative path to ``{"data": str, "encoding": "utf-8" | "base64"}``) and
-        ``files_truncated``.  ``Result.from_dict`` turns it back into an equal result.
+        (relative path to ``{"data": str, "encoding": "utf-8" | "base64", "executable":
+        bool}``) and ``files_truncated``.  ``Result.from_dict`` turns it back into an equal
+        result.
         """
         stdout, stdout_encoding = _encode(self.stdout)
         stderr, stderr_encoding = _encode(self.stderr)
-        files: dict[str, dict[str, str]] = {}
+        files: dict[str, dict[str, object]] = {}
         for name, content in self.files.items():
             data, encoding = _encode(content)
-            files[name] = {"data": data, "encoding": encoding}
+            executable = name in self.executables
+            files[name] = {"data": data, "encoding": encoding, "executable": executable}
         return {
             "status": self.status.name,
             "returncode": self.returncode,
@@ -252,7 +305,10 @@ class Result:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> Result:
-        """The ``Result`` that ``to_dict`` described; ``ValueError`` for a malformed dict."""
+        """The ``Result`` that ``to_dict`` described; ``ValueError`` for a malformed dict.
+
+        A files entry without ``"executable"`` (written before it existed) is not
+        executable."""
         try:
             status = Status[_field(data, "status", str)]
         except KeyError:
@@ -261,11 +317,17 @@ class Result:
         if not isinstance(files_in, Mapping):
             raise ValueError(f"files: expected a mapping, got {files_in!r}")
         files: dict[str, bytes] = {}
+        executables: set[str] = set()
         for name, entry in files_in.items():
             if not isinstance(name, str) or not isinstance(entry, Mapping):
                 raise ValueError("files: expected name -> {'data': ..., 'encoding': ...}")
             what = f"files[{name!r}]"
             files[name] = _decode(entry.get("data"), entry.get("encoding"), what, what)
+            executable = entry.get("executable", False)
+            if not isinstance(executable, bool):
+                raise ValueError(f"{what}['executable']: expected bool, got {executable!r}")
+            if executable:
+                executables.add(name)
         return cls(
             status=status,
             returncode=_int_or_none(data, "returncode"),
@@ -279,6 +341,7 @@ class Result:
             max_rss=_field(data, "max_rss", int),
             files=files,
             files_truncated=_field(data, "files_truncated", bool),
+            executables=frozenset(executables),
         )
 
     def check(self) -> Result:
@@ -292,23 +355,19 @@ class Result:
         if self.status is Status.OK:
             return self
         message = (
-            f"sandboxed program failed: {self.status.name}, {ending(self)}; "
-            f"CPU {self.cpu_time:.3f} s, wall {self.wall_time:.3f} s\n{output_tails(self)}"
+            f"sandboxed program failed: {self.status.name}, {_ending(self)}; "
+            f"CPU {self.cpu_time:.3f} s, wall {self.wall_time:.3f} s\n{_output_tails(self)}"
         )
         raise SandboxFailure(message, self)
 
+    def _repr_pretty_(self, printer: Pretty, cycle: bool) -> None:
+        """IPython's text form: verdict, numbers, files, folded output (``_display``)."""
+        from ._display import pretty, result_text
 
-def ending(result: Result) -> str:
-    """How the program ended, in words: ``"exit code 1"`` or ``"killed by SIGKILL (9)"``."""
-    if result.signal is not None:
-        return f"killed by {_signal_name(result.signal)} ({result.signal})"
-    return f"exit code {result.returncode}"
+        pretty(printer, result_text(self), cycle, "Result")
 
+    def _repr_html_(self) -> str:
+        """Jupyter's HTML form: verdict, numbers, files, escaped output (``_display``)."""
+        from ._display import result_html
 
-def output_tails(result: Result) -> str:
-    """The last ``CHECK_TAIL_LINES`` lines of stdout and of stderr, each under a
-    ``--- stdout ---`` or ``--- stderr ---`` line, as ``Result.check`` quotes them."""
-    return (
-        f"--- stdout ---\n{_tail(result.stdout, result.stdout_truncated)}\n"
-        f"--- stderr ---\n{_tail(result.stderr, result.stderr_truncated)}"
-    )
+        return result_html(self)

@@ -19,7 +19,7 @@ import pytest
 from ._async import run_async, run_python_async
 from ._limits import Limits
 from ._run import run, run_python
-from ._types import Result, ending, output_tails
+from ._types import Result, _ending, _output_tails
 
 __all__ = ["SECTION_PREFIX", "Sandbox", "sandbox_report"]
 
@@ -128,7 +128,7 @@ def _mib(size: int) -> str:
 def _verdict(result: Result) -> str:
     """One line: the status, how the program ended, its CPU and wall time and max RSS."""
     return (
-        f"{result.status.name}, {ending(result)}; CPU {result.cpu_time:.3f} s, "
+        f"{result.status.name}, {_ending(result)}; CPU {result.cpu_time:.3f} s, "
         f"wall {result.wall_time:.3f} s, max RSS {_mib(result.max_rss)}"
     )
 
@@ -141,7 +141,7 @@ def _section(entry: _Run) -> tuple[str, str]:
         f"{_verdict(entry.result)}\n"
         f"limits: CPU {limits.cpu_time:g} s, wall {limits.wall_time:g} s, "
         f"memory {_mib(limits.memory)}, processes {limits.processes}\n"
-        f"{output_tails(entry.result)}\n"
+        f"{_output_tails(entry.result)}\n"
     )
     return f"{SECTION_PREFIX} {entry.number}: {entry.what}", text
 

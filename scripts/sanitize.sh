@@ -25,4 +25,5 @@ LD_PRELOAD="$runtimes" \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     "$venv/bin/pytest" -n auto -q -p no:cacheprovider \
     tests/test_core.py tests/test_invariants.py tests/test_contract.py tests/test_launch.py \
-    tests/test_run.py tests/test_run_files.py tests/test_run_async.py "$@"
+    tests/test_run.py tests/test_run_files.py tests/test_run_async.py \
+    tests/test_output_callbacks.py "$@"

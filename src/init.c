@@ -30,10 +30,13 @@
  *
  * Always sets no_new_privs, so no setuid binary or file capability can give
  * the code more than it has.  File streams are records
- *   'F' u32le name_length name u64le data_length data ... 'E' u8 flags
- * (flags bit 0: some files were left out).  Nothing here trusts the files:
- * they are opened relative to directory fds with O_NOFOLLOW, and only
- * regular files are read, so a planted symlink or FIFO is skipped.
+ *   'F' u8 mode u32le name_length name u64le data_length data ... 'E' u8 flags
+ * (mode bit 0, MODE_EXECUTABLE: in, create the file 0755 rather than 0644;
+ * out, its owner-execute bit is set; no other bit is allowed, so no setuid,
+ * setgid or sticky bit travels either way.  flags bit 0: some files were left
+ * out).  Nothing here trusts the files: they are opened relative to directory
+ * fds with O_NOFOLLOW, and only regular files are read, so a planted symlink or
+ * FIFO is skipped; the mode reported is that of the open file (fstat).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -58,6 +61,7 @@
 
 #define MAX_NAME 4096
 #define MAX_DEPTH 32
+#define MODE_EXECUTABLE 1
 
 struct options {
     int drop;
@@ -247,21 +251,28 @@ static int open_parent(int dir_fd, char *name, char **leaf)
     return fd;
 }
 
-/* unpack_files: create the input files of the stream on fd under dir_fd. */
+/*
+ * unpack_files: create the input files of the stream on fd under dir_fd,
+ * each 0644, or 0755 when its mode byte says executable (less the umask, as
+ * for any file the program creates).  Dies on a malformed stream, unknown
+ * mode bits included.
+ */
 static void unpack_files(int in_fd, int dir_fd)
 {
     char *name = malloc(MAX_NAME + 1), *buf = malloc(1 << 16);
     if (name == NULL || buf == NULL)
         die("unpacking the input files", NULL);
     for (;;) {
-        unsigned char tag, size_bytes[8], len_bytes[4];
+        unsigned char tag, mode, size_bytes[8], len_bytes[4];
         uint32_t name_len = 0;
         uint64_t size = 0;
+        mode_t create_mode;
         char *leaf;
         int parent, out, i;
         if (read_exact(in_fd, &tag, 1) != 0 || tag == 'E')
             break;
-        if (tag != 'F' || read_exact(in_fd, len_bytes, 4) != 0)
+        if (tag != 'F' || read_exact(in_fd, &mode, 1) != 0 || (mode & ~MODE_EXECUTABLE) != 0 ||
+            read_exact(in_fd, len_bytes, 4) != 0)
             die("reading the input files", "(malformed stream)");
         for (i = 3; i >= 0; i--)
             name_len = name_len << 8 | len_bytes[i];
@@ -272,9 +283,11 @@ static void unpack_files(int in_fd, int dir_fd)
         for (i = 7; i >= 0; i--)
             size = size << 8 | size_bytes[i];
         parent = open_parent(dir_fd, name, &leaf);
-        out = parent < 0 ? -1
-                         : openat(parent, leaf,
-                                  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        create_mode = (mode & MODE_EXECUTABLE) ? 0755 : 0644;
+        out = parent < 0
+                  ? -1
+                  : openat(parent, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                           create_mode);
         if (out < 0)
             die("creating input file", name);
         while (size > 0) {
@@ -299,11 +312,15 @@ struct collector {
     char path[MAX_NAME + 1];
 };
 
-/* emit_file: append one record for the regular file open on fd. */
+/*
+ * emit_file: append one record for the regular file open on fd, whose fstat
+ * is *st: its mode byte says whether the owner may execute it, read from the
+ * open file, never again through its path.
+ */
 static void emit_file(struct collector *c, int fd, const struct stat *st)
 {
     size_t name_len = strlen(c->path), got = 0;
-    unsigned char header[1 + 4 + 8];
+    unsigned char header[1 + 1 + 4 + 8];
     char *data;
     int i;
     if ((unsigned long long)st->st_size > c->left) {
@@ -324,12 +341,13 @@ static void emit_file(struct collector *c, int fd, const struct stat *st)
         got += (size_t)n;
     }
     header[0] = 'F';
+    header[1] = (st->st_mode & S_IXUSR) ? MODE_EXECUTABLE : 0;
     for (i = 0; i < 4; i++)
-        header[1 + i] = (unsigned char)(name_len >> (8 * i));
+        header[2 + i] = (unsigned char)(name_len >> (8 * i));
     for (i = 0; i < 8; i++)
-        header[5 + i] = (unsigned char)((unsigned long long)got >> (8 * i));
-    if (write_all(c->out_fd, header, 5) != 0 || write_all(c->out_fd, c->path, name_len) != 0 ||
-        write_all(c->out_fd, header + 5, 8) != 0 || write_all(c->out_fd, data, got) != 0)
+        header[6 + i] = (unsigned char)((unsigned long long)got >> (8 * i));
+    if (write_all(c->out_fd, header, 6) != 0 || write_all(c->out_fd, c->path, name_len) != 0 ||
+        write_all(c->out_fd, header + 6, 8) != 0 || write_all(c->out_fd, data, got) != 0)
         c->left_out = 1;
     c->left -= got;
     free(data);

@@ -3,7 +3,8 @@
  *
  * The only file that includes Python.h.  It converts arguments to the plain
  * C spec, releases the GIL around sbx_spawn and sbx_pump, takes it back in
- * the hooks (signal checks every SBX_TICK_MS, the stdout callback), and
+ * the hooks (signal checks every SBX_TICK_MS, the output and stdin
+ * callbacks), and
  * turns the outcome into a dict of facts.  Policy lives in pysandbox/.
  */
 #define PY_SSIZE_T_CLEAN
@@ -22,8 +23,10 @@
 /* State shared with the hooks while the GIL is released. */
 struct call_ctx {
     PyThreadState *tstate;
-    PyObject *on_stdout; /* borrowed; NULL when there is none */
-    PyObject *cancel;    /* borrowed; NULL when there is none */
+    PyObject *stdin_callback; /* borrowed; NULL when there is none (likewise below) */
+    PyObject *on_stdout;
+    PyObject *on_stderr;
+    PyObject *cancel;
     int cancelled;
 };
 
@@ -57,22 +60,28 @@ static int tick_hook(void *opaque)
 }
 
 /*
- * stdout_hook: call on_stdout(chunk) with the GIL held.  A bytes reply is
- * queued for stdin, None closes stdin once the queue is written.  Anything
- * else, or an exception, aborts the run with the exception left set.
- * Called by sbx_pump without the GIL.
+ * show_chunk: callback(chunk), its result ignored; nothing when callback is
+ * NULL.  Needs the GIL.  Returns 0, or -1 with the callback's exception set.
  */
-static int stdout_hook(void *opaque, const char *data, size_t len, struct sbx_input *input)
+static int show_chunk(PyObject *callback, PyObject *chunk)
 {
-    struct call_ctx *ctx = opaque;
-    PyObject *chunk, *reply = NULL;
-    int rc = -1;
+    PyObject *ignored;
+    if (callback == NULL)
+        return 0;
+    ignored = PyObject_CallOneArg(callback, chunk);
+    Py_XDECREF(ignored);
+    return ignored == NULL ? -1 : 0;
+}
 
-    PyEval_RestoreThread(ctx->tstate);
-    chunk = PyBytes_FromStringAndSize(data, (Py_ssize_t)len);
-    if (chunk != NULL)
-        reply = PyObject_CallOneArg(ctx->on_stdout, chunk);
-    Py_XDECREF(chunk);
+/*
+ * reply_to_chunk: call stdin_callback(chunk).  A bytes reply is queued on
+ * input, None closes stdin once the queue is written.  Anything else, or an
+ * exception, returns -1 with the exception set.  Needs the GIL.
+ */
+static int reply_to_chunk(PyObject *stdin_callback, PyObject *chunk, struct sbx_input *input)
+{
+    PyObject *reply = PyObject_CallOneArg(stdin_callback, chunk);
+    int rc = -1;
     if (reply == NULL) {
         /* the exception is set */
     } else if (reply == Py_None) {
@@ -89,8 +98,63 @@ static int stdout_hook(void *opaque, const char *data, size_t len, struct sbx_in
                      Py_TYPE(reply)->tp_name);
     }
     Py_XDECREF(reply);
-    ctx->tstate = PyEval_SaveThread();
     return rc;
+}
+
+/*
+ * stdout_hook: with the GIL held, show the chunk to on_stdout, then, while
+ * stdin can still be written (input not NULL), ask stdin_callback for its
+ * reply.  An exception aborts the run (non-zero) with it left set.  Called
+ * by sbx_pump without the GIL.
+ */
+static int stdout_hook(void *opaque, const char *data, size_t len, struct sbx_input *input)
+{
+    struct call_ctx *ctx = opaque;
+    PyObject *chunk;
+    int rc = -1;
+
+    PyEval_RestoreThread(ctx->tstate);
+    chunk = PyBytes_FromStringAndSize(data, (Py_ssize_t)len);
+    if (chunk != NULL && show_chunk(ctx->on_stdout, chunk) == 0)
+        rc = input != NULL && ctx->stdin_callback != NULL
+                 ? reply_to_chunk(ctx->stdin_callback, chunk, input)
+                 : 0;
+    Py_XDECREF(chunk);
+    ctx->tstate = PyEval_SaveThread();
+    return rc != 0;
+}
+
+/*
+ * stderr_hook: show the chunk to on_stderr with the GIL held.  An exception
+ * aborts the run (non-zero) with it left set.  Called by sbx_pump without
+ * the GIL.
+ */
+static int stderr_hook(void *opaque, const char *data, size_t len)
+{
+    struct call_ctx *ctx = opaque;
+    PyObject *chunk;
+    int rc = -1;
+
+    PyEval_RestoreThread(ctx->tstate);
+    chunk = PyBytes_FromStringAndSize(data, (Py_ssize_t)len);
+    if (chunk != NULL)
+        rc = show_chunk(ctx->on_stderr, chunk);
+    Py_XDECREF(chunk);
+    ctx->tstate = PyEval_SaveThread();
+    return rc != 0;
+}
+
+/*
+ * check_callback: TypeError naming `what` unless obj is None or callable.
+ * Needs the GIL.  Returns 0 or -1.
+ */
+static int check_callback(PyObject *obj, const char *what)
+{
+    if (obj == Py_None || PyCallable_Check(obj))
+        return 0;
+    PyErr_Format(PyExc_TypeError, "%s must be callable or None, not %.100s", what,
+                 Py_TYPE(obj)->tp_name);
+    return -1;
 }
 
 /*
@@ -401,7 +465,8 @@ fail:
 
 PyDoc_STRVAR(run_doc,
              "run($module, /, argv, env, *, rlimits=(), pass_fds=(), captures=(), stdin=b'',\n"
-             "    on_stdout=None, stdout_cap=sys.maxsize, stderr_cap=sys.maxsize,\n"
+             "    stdin_callback=None, on_stdout=None, on_stderr=None,\n"
+             "    stdout_cap=sys.maxsize, stderr_cap=sys.maxsize,\n"
              "    kill_on_cap=False, timeout, cpu_limit=0.0, cancel=None, text=False,\n"
              "    cgroup_procs=(), cgroup_cpu_fd=-1, cgroup_dir_fd=-1)\n"
              "--\n\n"
@@ -412,8 +477,12 @@ PyDoc_STRVAR(run_doc,
              "capture stdout/stderr up to their caps, kill after `timeout` seconds, or\n"
              "once the whole process tree has used cpu_limit CPU seconds (if > 0), or\n"
              "once cancel.is_set() (checked every tick; the result then says\n"
-             "'cancelled').  Without on_stdout, stdin is closed once written; with it,\n"
-             "on_stdout(chunk) returns bytes to write or None to close stdin.  With\n"
+             "'cancelled').  Without stdin_callback, stdin is closed once written;\n"
+             "with it, stdin_callback(chunk) is called with each chunk of stdout while\n"
+             "stdin is open and returns bytes to write or None to close stdin.\n"
+             "on_stdout(chunk) and on_stderr(chunk) see every byte kept of their\n"
+             "stream, in order, as it is read (their results are ignored).  An\n"
+             "exception in a callback kills and reaps the child and propagates.  With\n"
              "text, stdout and stderr are str decoded from UTF-8 without the ASCII white\n"
              "space at their ends, or None where they are not UTF-8.  The child writes\n"
              "\"0\" to each fd of cgroup_procs (cgroup.procs files) before the exec.\n"
@@ -435,11 +504,13 @@ PyDoc_STRVAR(run_doc,
  */
 static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {
-        "argv",      "env",        "rlimits",      "pass_fds",      "captures",      "stdin",
-        "on_stdout", "stdout_cap", "stderr_cap",   "kill_on_cap",   "timeout",       "cpu_limit",
-        "cancel",    "text",       "cgroup_procs", "cgroup_cpu_fd", "cgroup_dir_fd", NULL};
-    PyObject *argv_obj, *env_obj, *rlimits_obj = NULL, *fds_obj = NULL, *on_stdout = Py_None;
+    static char *keywords[] = {"argv",         "env",           "rlimits",        "pass_fds",
+                               "captures",     "stdin",         "stdin_callback", "on_stdout",
+                               "on_stderr",    "stdout_cap",    "stderr_cap",     "kill_on_cap",
+                               "timeout",      "cpu_limit",     "cancel",         "text",
+                               "cgroup_procs", "cgroup_cpu_fd", "cgroup_dir_fd",  NULL};
+    PyObject *argv_obj, *env_obj, *rlimits_obj = NULL, *fds_obj = NULL;
+    PyObject *stdin_callback = Py_None, *on_stdout = Py_None, *on_stderr = Py_None;
     PyObject *captures_obj = NULL, *cancel = Py_None, *cgroups_obj = NULL;
     int cgroup_fds[SBX_MAX_CGROUPS];
     Py_buffer stdin_view = {0};
@@ -464,11 +535,11 @@ static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
     memset(&outcome, 0, sizeof outcome);
     memset(&config, 0, sizeof config);
     memset(&ctx, 0, sizeof ctx);
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOOy*OnnpddOpOii:run", keywords, &argv_obj,
-                                     &env_obj, &rlimits_obj, &fds_obj, &captures_obj, &stdin_view,
-                                     &on_stdout, &stdout_cap, &stderr_cap, &kill_on_cap, &timeout,
-                                     &cpu_limit, &cancel, &text, &cgroups_obj, &cgroup_cpu_fd,
-                                     &cgroup_dir_fd))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOOy*OOOnnpddOpOii:run", keywords,
+                                     &argv_obj, &env_obj, &rlimits_obj, &fds_obj, &captures_obj,
+                                     &stdin_view, &stdin_callback, &on_stdout, &on_stderr,
+                                     &stdout_cap, &stderr_cap, &kill_on_cap, &timeout, &cpu_limit,
+                                     &cancel, &text, &cgroups_obj, &cgroup_cpu_fd, &cgroup_dir_fd))
         return NULL;
     if (stdout_cap < 0 || stderr_cap < 0 || !(timeout > 0) || !isfinite(timeout) ||
         !(cpu_limit >= 0) || !isfinite(cpu_limit)) {
@@ -476,10 +547,9 @@ static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
                         "caps must be >= 0, timeout finite and > 0, cpu_limit finite and >= 0");
         goto cleanup;
     }
-    if (on_stdout != Py_None && !PyCallable_Check(on_stdout)) {
-        PyErr_SetString(PyExc_TypeError, "on_stdout must be callable or None");
+    if (check_callback(stdin_callback, "stdin_callback") ||
+        check_callback(on_stdout, "on_stdout") || check_callback(on_stderr, "on_stderr"))
         goto cleanup;
-    }
     if (captures_obj != NULL) {
         if ((n = parse_caps(captures_obj, config.capture_caps)) < 0)
             goto cleanup;
@@ -521,7 +591,7 @@ static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
         PyErr_NoMemory();
         goto cleanup;
     }
-    input.close_when_done = on_stdout == Py_None;
+    input.close_when_done = stdin_callback == Py_None;
 
     spec.path = argv[0];
     spec.argv = argv;
@@ -535,9 +605,12 @@ static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
     config.cpu_limit = cpu_limit;
     config.cgroup_cpu_fd = cgroup_cpu_fd;
     config.hooks.tick = tick_hook;
-    config.hooks.on_stdout = on_stdout == Py_None ? NULL : stdout_hook;
+    config.hooks.on_stdout = stdin_callback == Py_None && on_stdout == Py_None ? NULL : stdout_hook;
+    config.hooks.on_stderr = on_stderr == Py_None ? NULL : stderr_hook;
     config.hooks.ctx = &ctx;
+    ctx.stdin_callback = stdin_callback == Py_None ? NULL : stdin_callback;
     ctx.on_stdout = on_stdout == Py_None ? NULL : on_stdout;
+    ctx.on_stderr = on_stderr == Py_None ? NULL : on_stderr;
     ctx.cancel = cancel == Py_None ? NULL : cancel;
 
     ctx.tstate = PyEval_SaveThread();

@@ -245,13 +245,16 @@ static int kill_and_reap(struct sbx_child *child, int *wait_status, struct rusag
     return reap(child, wait_status, usage);
 }
 
-/* One pipe the parent reads: where its bytes go and how many it may keep. */
+/* Which hook sees a stream's kept bytes. */
+enum { HOOK_NONE = 0, HOOK_STDOUT, HOOK_STDERR };
+
+/* One pipe the parent reads: where its bytes go, how many it may keep, which hook. */
 struct stream {
     int *fd;
     struct sbx_buffer *buf;
     size_t cap;
     int *truncated;
-    int is_stdout;
+    int hook;
 };
 
 /* The state of one sbx_pump call. */
@@ -268,17 +271,33 @@ struct pump {
 enum { STREAM_OPEN = 0, STREAM_EOF = 1, STREAM_ERROR = -1, STREAM_ABORT = -2 };
 
 /*
+ * call_hook: pass len kept bytes of stream s to its hook (on_stdout with
+ * `input`, which is NULL once no reply can be written; on_stderr), if the
+ * stream has one and the caller set it.  Returns the hook's verdict: 0, or
+ * non-zero to abort the run.  No GIL held; the hook takes it.
+ */
+static int call_hook(struct pump *p, const struct stream *s, const char *data, size_t len,
+                     struct sbx_input *input)
+{
+    const struct sbx_hooks *hooks = &p->config->hooks;
+    if (s->hook == HOOK_STDOUT && hooks->on_stdout != NULL)
+        return hooks->on_stdout(hooks->ctx, data, len, input);
+    if (s->hook == HOOK_STDERR && hooks->on_stderr != NULL)
+        return hooks->on_stderr(hooks->ctx, data, len);
+    return 0;
+}
+
+/*
  * drain_stream: read what is available on the stream (non-blocking), at
  * most READS_PER_WAKE reads.  Bytes under the cap are read straight into the
  * stream's buffer; once it is full, reads go to the scratch buffer and are
  * dropped, and any such byte marks the stream truncated (so exactly `cap`
  * bytes is not truncation, one more is).  Closes the fd at EOF.  With
- * call_hook, passes each kept chunk of stdout to the on_stdout hook.
+ * with_hooks, passes each kept chunk to the stream's hook as it is read.
  * Returns a STREAM_* value (errno set for STREAM_ERROR).
  */
-static int drain_stream(struct pump *p, struct stream *s, int call_hook)
+static int drain_stream(struct pump *p, struct stream *s, int with_hooks)
 {
-    const struct sbx_hooks *hooks = &p->config->hooks;
     int i;
     for (i = 0; i < READS_PER_WAKE; i++) {
         size_t room = s->cap > s->buf->len ? s->cap - s->buf->len : 0;
@@ -309,8 +328,7 @@ static int drain_stream(struct pump *p, struct stream *s, int call_hook)
             continue;
         }
         s->buf->len += (size_t)n;
-        if (call_hook && s->is_stdout && hooks->on_stdout != NULL &&
-            hooks->on_stdout(hooks->ctx, into, (size_t)n, p->input) != 0)
+        if (with_hooks && call_hook(p, s, into, (size_t)n, p->input) != 0)
             return STREAM_ABORT;
     }
     return STREAM_OPEN;
@@ -411,6 +429,25 @@ static int drain_after_exit(struct pump *p, double grace)
                 return -1;
         }
     }
+}
+
+/*
+ * deliver_rest: pass the bytes drain_after_exit kept (stdout and stderr
+ * past seen[0] and seen[1], what the hooks already saw) to the hooks, one
+ * chunk per stream, with no input: stdin is closed for good.  The drain
+ * itself calls no hook, so a slow hook cannot stop it collecting what the
+ * program wrote before it ended.  Returns 0, or non-zero when a hook asked
+ * to abort.
+ */
+static int deliver_rest(struct pump *p, const size_t seen[2])
+{
+    for (int i = 0; i < 2; i++) {
+        const struct stream *s = &p->streams[i];
+        if (s->buf->len > seen[i] &&
+            call_hook(p, s, s->buf->data + seen[i], s->buf->len - seen[i], NULL) != 0)
+            return 1;
+    }
+    return 0;
 }
 
 /*
@@ -531,7 +568,9 @@ static int pump_loop(struct pump *p, double started, int *exited)
 
 /*
  * sbx_pump: run the loop until the child exits, the deadline passes, an
- * output cap is passed with kill_on_cap, or a hook aborts.
+ * output cap is passed with kill_on_cap, or a hook aborts.  Unless the run
+ * was aborted, the output hooks see every byte that ends up in
+ * outcome->out and outcome->err, in order, once each.
  *
  * Contract: the child is always reaped (or found auto-reaped) and its fds
  * closed on return; outcome->out/err/captures are owned by the caller (free
@@ -544,7 +583,7 @@ int sbx_pump(struct sbx_child *child, struct sbx_input *input, const struct sbx_
 {
     struct pump p;
     int result, saved_errno = 0, exited = 0;
-    size_t i;
+    size_t i, seen[2];
 
     memset(&p, 0, sizeof p);
     p.child = child;
@@ -552,14 +591,14 @@ int sbx_pump(struct sbx_child *child, struct sbx_input *input, const struct sbx_
     p.config = config;
     p.outcome = outcome;
     p.streams[0] = (struct stream){&child->out_fd, &outcome->out, config->stdout_cap,
-                                   &outcome->stdout_truncated, 1};
+                                   &outcome->stdout_truncated, HOOK_STDOUT};
     p.streams[1] = (struct stream){&child->err_fd, &outcome->err, config->stderr_cap,
-                                   &outcome->stderr_truncated, 0};
+                                   &outcome->stderr_truncated, HOOK_STDERR};
     p.n_streams = 2;
     for (i = 0; i < SBX_MAX_CAPTURES && child->capture_fds[i] >= 0; i++)
         p.streams[p.n_streams++] =
             (struct stream){&child->capture_fds[i], &outcome->captures[i], config->capture_caps[i],
-                            &outcome->captures_truncated[i], 0};
+                            &outcome->captures_truncated[i], HOOK_NONE};
     outcome->tree_cpu_time = -1.0;
     p.scratch = malloc(CHUNK_SIZE);
     if (p.scratch == NULL) {
@@ -572,6 +611,9 @@ int sbx_pump(struct sbx_child *child, struct sbx_input *input, const struct sbx_
     result = pump_loop(&p, started, &exited);
     if (result == SBX_PUMP_FAILED)
         saved_errno = errno;
+    /* Until here the hooks saw every kept byte as it was read. */
+    seen[0] = outcome->out.len;
+    seen[1] = outcome->err.len;
     close_fd(&child->in_fd);
     if (!exited)
         outcome->status_known = kill_and_reap(child, &outcome->wait_status, &outcome->usage);
@@ -580,6 +622,8 @@ int sbx_pump(struct sbx_child *child, struct sbx_input *input, const struct sbx_
         saved_errno = errno;
         result = SBX_PUMP_FAILED;
     }
+    if (result == SBX_PUMP_DONE && deliver_rest(&p, seen) != 0)
+        result = SBX_PUMP_ABORTED;
     child_close_fds(child);
     free(p.scratch);
     errno = saved_errno;

@@ -122,19 +122,25 @@ struct sbx_input {
 };
 
 /*
- * Callbacks the pump makes; both run WITHOUT the GIL held by the caller of
+ * Callbacks the pump makes; all run WITHOUT the GIL held by the caller of
  * sbx_pump, and may take it themselves.  A non-zero return aborts the run:
  * the child is killed and reaped and sbx_pump returns SBX_PUMP_ABORTED.
  *   tick:      called at least every SBX_TICK_MS milliseconds.
  *   on_stdout: called with each chunk of stdout as far as it fits under the
- *              stdout cap; may append to input and set
- *              input->close_when_done.  NULL: none.
+ *              stdout cap, never empty; may append to input and set
+ *              input->close_when_done.  input is NULL for the bytes read
+ *              after the child ended: no reply can be written then.
+ *              NULL: none.
+ *   on_stderr: the same for stderr, without input.  NULL: none.
+ * While a hook runs the deadline and the CPU watcher wait: the pump checks
+ * them when it returns (output caps hold: nothing more is read meanwhile).
  */
 #define SBX_TICK_MS 50
 
 struct sbx_hooks {
     int (*tick)(void *ctx);
     int (*on_stdout)(void *ctx, const char *data, size_t len, struct sbx_input *input);
+    int (*on_stderr)(void *ctx, const char *data, size_t len);
     void *ctx;
 };
 

@@ -36,7 +36,7 @@ from typing import Any, TypeVar, Union
 import pytest
 
 import pysandbox
-from pysandbox import Limits, ProcessOutput, Result, SandboxError, Status
+from pysandbox import File, Limits, ProcessOutput, Result, SandboxError, Status
 from pysandbox._cgroup import probe as cgroup_probe
 
 #: The record a call returns.
@@ -103,6 +103,9 @@ def forward(chunk):
 def decode(value):
     if isinstance(value, dict) and set(value) == {"__bytes__"}:
         return base64.b64decode(value["__bytes__"])
+    if isinstance(value, dict) and set(value) == {"__file__"}:
+        content, executable = value["__file__"]
+        return pysandbox.File(base64.b64decode(content), executable=executable)
     if isinstance(value, dict):
         return {key: decode(item) for key, item in value.items()}
     return value
@@ -115,6 +118,8 @@ def encode(value):
         return {"__enum__": value.name}
     if isinstance(value, Mapping):
         return {"__map__": {key: encode(item) for key, item in value.items()}}
+    if isinstance(value, frozenset):
+        return {"__set__": sorted(value)}
     return value
 
 
@@ -160,6 +165,8 @@ def _decode_field(value: object) -> object:
         return Status[value["__enum__"]]
     if isinstance(value, dict) and set(value) == {"__map__"}:
         return {key: _decode_field(item) for key, item in value["__map__"].items()}
+    if isinstance(value, dict) and set(value) == {"__set__"}:
+        return frozenset(value["__set__"])
     return value
 
 
@@ -167,6 +174,8 @@ def _encode_option(value: object) -> Json:
     """An option for the request: bytes as base64, mappings and sequences item by item."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return {"__bytes__": base64.b64encode(bytes(value)).decode()}
+    if isinstance(value, File):
+        return {"__file__": [base64.b64encode(value.content).decode(), value.executable]}
     if isinstance(value, Mapping):
         return {str(key): _encode_option(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):

@@ -375,6 +375,7 @@ def test_result_fields_are_the_spec() -> None:
         "max_rss",
         "files",
         "files_truncated",
+        "executables",
     ]
 
 

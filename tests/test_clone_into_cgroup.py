@@ -217,7 +217,7 @@ def test_every_process_of_a_real_sandbox_is_in_the_group(group: Group, group_fd:
             rlimits=_launch.within_own_limits(rlimits),
             pass_fds=pass_fds,
             captures=[_launch.REPORT_CAP, _launch.INIT_REPORT_CAP, *plan.capture_caps],
-            on_stdout=on_stdout,
+            stdin_callback=on_stdout,
             timeout=60.0,
             cgroup_dir_fd=group_fd,
         )

@@ -86,10 +86,33 @@ def test_interactive_stdin_callback() -> None:
     raw = sh(
         "echo first; read a; echo got:$a; read b || echo eof",
         stdin=b"",
-        on_stdout=on_stdout,
+        stdin_callback=on_stdout,
     )
     assert raw["stdout"] == b"first\ngot:second\neof\n"
     assert b"".join(seen) == raw["stdout"]
+
+
+def test_output_hooks_see_every_kept_byte_before_the_stdin_callback() -> None:
+    calls: list[tuple[str, bytes]] = []
+
+    def answer(chunk: bytes) -> bytes | None:
+        calls.append(("stdin", chunk))
+        return b"reply\n" if b"first" in chunk else b""
+
+    raw = sh(
+        "echo first; read a; echo got:$a; head -c 200000 /dev/zero >&2; head -c 3000 /dev/zero",
+        stdin=b"",
+        stdin_callback=answer,
+        on_stdout=lambda chunk: calls.append(("out", chunk)),
+        on_stderr=lambda chunk: calls.append(("err", chunk)),
+        stdout_cap=2000,
+    )
+    shown = {kind: b"".join(c for k, c in calls if k == kind) for kind in ("out", "err")}
+    assert (shown["out"], shown["err"]) == (raw["stdout"], raw["stderr"])
+    assert len(raw["stdout"]) == 2000 and raw["stdout_truncated"]
+    assert raw["stderr"] == bytes(200000)
+    assert all(chunk for _, chunk in calls)
+    assert calls[:2] == [("out", b"first\n"), ("stdin", b"first\n")]
 
 
 def test_exception_in_callback_propagates_after_the_child_is_reaped() -> None:
@@ -97,13 +120,13 @@ def test_exception_in_callback_propagates_after_the_child_is_reaped() -> None:
         raise LookupError("from the callback")
 
     with pytest.raises(LookupError, match="from the callback"):
-        sh("echo hi; sleep 30", on_stdout=boom)
+        sh("echo hi; sleep 30", stdin_callback=boom)
     assert children_of(os.getpid()) == []
 
 
 def test_callback_must_return_bytes_or_none() -> None:
     with pytest.raises(TypeError, match="bytes or None"):
-        sh("echo hi; sleep 30", on_stdout=lambda chunk: "text")  # type: ignore[arg-type,return-value]
+        sh("echo hi; sleep 30", stdin_callback=lambda chunk: "text")  # type: ignore[arg-type,return-value]
     assert children_of(os.getpid()) == []
 
 
@@ -157,6 +180,8 @@ def test_rlimits_are_applied_in_the_child() -> None:
         ({"timeout": 0.0}, ValueError),
         ({"stdout_cap": -1}, ValueError),
         ({"on_stdout": 42}, TypeError),
+        ({"on_stderr": 42}, TypeError),
+        ({"stdin_callback": 42}, TypeError),
     ],
 )
 def test_bad_arguments_are_rejected(options: dict[str, object], error: type) -> None:

@@ -21,6 +21,7 @@ import pytest
 
 import pysandbox
 from pysandbox import (
+    File,
     Limits,
     ProcessOutput,
     Result,
@@ -38,7 +39,8 @@ PROGRAMS: dict[Status, tuple[str, Limits]] = {
         "sys.stdout.buffer.write(b'\\xff\\xfe\\x00bin\\x80')\n"
         "sys.stderr.write('caf\\u00e9\\n')\n"
         "open('out.bin', 'wb').write(b'\\x00\\x01\\xfe')\n"
-        "open('note.txt', 'w').write('h\\u00e9llo')\n",
+        "open('note.txt', 'w').write('h\\u00e9llo')\n"
+        "import os; os.chmod('out.bin', 0o755)\n",
         Limits(),
     ),
     Status.NONZERO_EXIT: ("print('bye'); raise SystemExit(3)", Limits()),
@@ -63,6 +65,7 @@ def test_ok_result_has_binary_output_and_files(results: dict[Status, Result]) ->
     assert ok.stdout == BINARY
     assert ok.files["out.bin"] == b"\x00\x01\xfe"
     assert ok.files["note.txt"] == "héllo".encode()
+    assert ok.executables == frozenset({"out.bin"})
 
 
 @pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
@@ -72,6 +75,7 @@ def test_results_pickle_with_every_protocol(results: dict[Status, Result], proto
         assert back == result
         assert back.status is result.status
         assert dict(back.files) == dict(result.files)
+        assert back.executables == result.executables
         assert hash(back) == hash(result)
         with pytest.raises(TypeError):
             back.files["new"] = b"x"  # type: ignore[index]
@@ -81,6 +85,7 @@ def test_results_copy_and_deepcopy(results: dict[Status, Result]) -> None:
     for result in results.values():
         for duplicate in (copy.copy(result), copy.deepcopy(result)):
             assert duplicate == result
+            assert duplicate.executables == result.executables
             assert duplicate.status is result.status
             with pytest.raises(TypeError):
                 duplicate.files["new"] = b"x"  # type: ignore[index]
@@ -92,6 +97,7 @@ def test_asdict_works_and_files_stay_read_only(results: dict[Status, Result]) ->
     assert as_dict["status"] is Status.OK
     assert as_dict["stdout"] == BINARY
     assert dict(as_dict["files"]) == dict(ok.files)
+    assert as_dict["executables"] == frozenset({"out.bin"})
     assert [f.name for f in dataclasses.fields(Result)] == list(as_dict)
     with pytest.raises(TypeError):
         ok.files["out.bin"] = b"changed"  # type: ignore[index]
@@ -150,8 +156,12 @@ def test_to_dict_encodes_text_as_text_and_binary_as_base64(
     assert isinstance(data["stdout"], str) and base64.b64decode(data["stdout"]) == BINARY
     assert (data["stderr"], data["stderr_encoding"]) == ("café\n", "utf-8")
     assert data["files"] == {
-        "out.bin": {"data": base64.b64encode(b"\x00\x01\xfe").decode(), "encoding": "base64"},
-        "note.txt": {"data": "héllo", "encoding": "utf-8"},
+        "out.bin": {
+            "data": base64.b64encode(b"\x00\x01\xfe").decode(),
+            "encoding": "base64",
+            "executable": True,
+        },
+        "note.txt": {"data": "héllo", "encoding": "utf-8", "executable": False},
     }
     assert data["returncode"] == 0 and data["signal"] is None
     killed = results[Status.SIGNALED].to_dict()
@@ -184,6 +194,46 @@ def test_from_dict_rejects_a_malformed_dict(key: str, value: object) -> None:
         Result.from_dict(data)
     del data[key]
     with pytest.raises(ValueError, match=key):
+        Result.from_dict(data)
+
+
+@pytest.mark.no_bwrap
+def test_executables_default_to_none_and_must_name_files() -> None:
+    files = {"a": b"1", "b": b"2"}
+    old_style = Result(Status.OK, 0, None, b"", b"", False, False, 0.0, 0.0, 0, files, False)
+    assert old_style.executables == frozenset()
+    assert old_style.files_with_modes() == {"a": File(b"1"), "b": File(b"2")}
+    made = Result(Status.OK, 0, None, b"", b"", False, False, 0.0, 0.0, 0, files, False, ["a"])
+    assert made.executables == frozenset({"a"})
+    assert made.files_with_modes() == {"a": File(b"1", executable=True), "b": File(b"2")}
+    assert made != old_style
+    with pytest.raises(ValueError, match=r"^executables: names not in files: \['c'\]"):
+        Result(Status.OK, 0, None, b"", b"", False, False, 0.0, 0.0, 0, files, False, {"a", "c"})
+    with pytest.raises(TypeError, match=r"^executables must be a set of names"):
+        Result(Status.OK, 0, None, b"", b"", False, False, 0.0, 0.0, 0, files, False, "a")
+
+
+@pytest.mark.no_bwrap
+def test_from_dict_reads_the_executable_bit_and_defaults_it_to_false() -> None:
+    files = {"run": b"#!/bin/sh\n", "data": b"\xff"}
+    result = Result(Status.OK, 0, None, b"", b"", False, False, 0.1, 0.1, 1, files, False, {"run"})
+    data = json.loads(json.dumps(result.to_dict()))
+    assert data["files"]["run"]["executable"] is True
+    assert data["files"]["data"]["executable"] is False
+    assert Result.from_dict(data) == result
+    for entry in data["files"].values():  # a dict written before the bit existed
+        del entry["executable"]
+    assert Result.from_dict(data).executables == frozenset()
+
+
+@pytest.mark.no_bwrap
+@pytest.mark.parametrize("value", [1, 0, "true", None, [True]])
+def test_from_dict_rejects_an_executable_that_is_not_a_bool(value: object) -> None:
+    data = Result(
+        Status.OK, 0, None, b"", b"", False, False, 0.1, 0.1, 1, {"run": b""}, False
+    ).to_dict()
+    data["files"]["run"]["executable"] = value  # type: ignore[index]
+    with pytest.raises(ValueError, match=r"^files\['run'\]\['executable'\]: expected bool"):
         Result.from_dict(data)
 
 

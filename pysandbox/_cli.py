@@ -1,0 +1,542 @@
+"""The ``pysandbox`` command line (the console script, and ``python -m pysandbox``).
+
+``pysandbox run [options] -- PROGRAM ARGS...`` and ``pysandbox python [options] FILE.py |
+-c CODE [ARGS...]`` run one program in a fresh sandbox: its stdout and stderr pass
+through as they arrive, then one verdict line goes to stderr (or, with ``--json``, one
+JSON object, ``Result.to_dict()``, goes to stdout), and the exit status mirrors the
+program's.
+``pysandbox selftest`` and ``pysandbox demo`` run the self-test and the reference demo;
+bare ``python -m pysandbox`` is the demo, and ``--selftest`` is ``selftest``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import os
+import signal
+import stat
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Callable, NoReturn, TextIO
+
+from . import __version__
+from ._demo import demo
+from ._errors import SandboxError
+from ._file import File
+from ._limits import Limits
+from ._options import add_limit_options, limits_from
+from ._output_dir import OutputDirError, prepare, write_files
+from ._run import run, run_python
+from ._selftest import selftest
+from ._types import Result
+from ._verdict import LIMIT_STATUSES, describe
+
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "EXIT_LIMIT",
+    "EXIT_READER_GONE",
+    "EXIT_SANDBOX_ERROR",
+    "EXIT_SELFTEST_FAILED",
+    "EXIT_SIGNAL_BASE",
+    "EXIT_TERMINATED",
+    "EXIT_USAGE",
+    "build_parser",
+    "exit_status",
+    "main",
+]
+
+#: ``selftest``: some protection does not hold on this host.
+EXIT_SELFTEST_FAILED = 1
+#: Bad options or arguments (argparse's own code): nothing ran.
+EXIT_USAGE = 2
+#: A limit ended the run (any ``Status`` that is a limit), as ``timeout(1)`` says 124.
+EXIT_LIMIT = 124
+#: pysandbox itself failed: the sandbox could not start the program (``SandboxError``:
+#: no bwrap, no such program...), or ``--output-dir`` could not be written; as
+#: ``env(1)`` and ``docker run`` say 125.
+EXIT_SANDBOX_ERROR = 125
+#: Added to the number of the signal that killed the program (139 for SIGSEGV).
+EXIT_SIGNAL_BASE = 128
+#: Ctrl-C (SIGINT) interrupted the command; the sandbox was killed and reaped.
+EXIT_INTERRUPTED = EXIT_SIGNAL_BASE + signal.SIGINT
+#: SIGTERM (``timeout``, ``kill``, a service manager) ended the command; the sandbox was
+#: killed and reaped.
+EXIT_TERMINATED = EXIT_SIGNAL_BASE + signal.SIGTERM
+#: The reader of our stdout or stderr went away (``pysandbox run ... | head -1``), as a
+#: program killed by SIGPIPE; the sandbox was killed and reaped.
+EXIT_READER_GONE = EXIT_SIGNAL_BASE + signal.SIGPIPE
+
+EXIT_STATUS_HELP = f"""\
+exit status:
+  N       the program's own exit status
+  128+N   signal N killed the program and no limit explains it (139: SIGSEGV)
+  {EXIT_LIMIT}     a limit ended the run: CPU or wall time, memory, output, ...
+  {EXIT_SANDBOX_ERROR}     the sandbox could not start the program (no bwrap, no such program...),
+          or --output-dir could not be written
+  {EXIT_USAGE}       bad options or arguments; nothing ran
+  {EXIT_INTERRUPTED}     interrupted (Ctrl-C); the sandbox was killed
+  {EXIT_TERMINATED}     terminated (SIGTERM); the sandbox was killed
+  {EXIT_READER_GONE}     the reader of our output went away (SIGPIPE); the sandbox was killed
+  selftest exits 0 when every protection holds, {EXIT_SELFTEST_FAILED} otherwise.
+With --json, stdout holds exactly one JSON object: Result.to_dict() of the run, or
+{{"error": MESSAGE, "kind": "sandbox_error" | "interrupted" | "terminated"}} when there
+was no result."""
+
+
+class _ReaderGone(Exception):
+    """The reader of our stdout or stderr went away (``pysandbox run ... | head``).
+
+    Raised from an output callback, it unwinds through ``run`` (which kills the sandbox)
+    and says which of our descriptors lost its reader.
+    """
+
+    def __init__(self, fd: int) -> None:
+        super().__init__(fd)
+        #: Our descriptor whose reader is gone.
+        self.fd = fd
+
+
+class _Passthrough:
+    """Writes the program's output bytes to our stdout and stderr as they arrive (each
+    chunk flushed at once), and knows whether the last byte written ended a line (so the
+    verdict starts on a line of its own)."""
+
+    def __init__(self) -> None:
+        self.ends_line = True
+
+    def _write(self, stream: TextIO, chunk: bytes) -> None:
+        if chunk:
+            try:
+                stream.flush()
+                stream.buffer.write(chunk)
+                stream.buffer.flush()
+            except BrokenPipeError:
+                raise _ReaderGone(stream.fileno()) from None
+            self.ends_line = chunk.endswith(b"\n")
+
+    def stdout(self, chunk: bytes) -> None:
+        """Write ``chunk`` of the program's stdout to ours."""
+        self._write(sys.stdout, chunk)
+
+    def stderr(self, chunk: bytes) -> None:
+        """Write ``chunk`` of the program's stderr to ours."""
+        self._write(sys.stderr, chunk)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Inputs:
+    """What the options shared by ``run`` and ``python`` ask for, read and checked."""
+
+    limits: Limits
+    stdin: bytes | None
+    files: dict[str, File]
+    env: dict[str, str]
+    readable: list[str]
+    #: Where the program's output goes as it arrives; None with ``--json``.
+    passthrough: _Passthrough | None
+
+    @property
+    def on_stdout(self) -> Callable[[bytes], None] | None:
+        """``run``'s ``on_stdout``: our stdout, live, unless the output goes into JSON."""
+        return None if self.passthrough is None else self.passthrough.stdout
+
+    @property
+    def on_stderr(self) -> Callable[[bytes], None] | None:
+        """``run``'s ``on_stderr``: our stderr, live, unless the output goes into JSON."""
+        return None if self.passthrough is None else self.passthrough.stderr
+
+
+def exit_status(result: Result) -> int:
+    """The exit status that mirrors ``result``: ``EXIT_LIMIT`` when a limit ended it,
+    ``EXIT_SIGNAL_BASE + N`` when signal N killed it, else the program's own code."""
+    if result.status in LIMIT_STATUSES:
+        return EXIT_LIMIT
+    if result.signal is not None:
+        return EXIT_SIGNAL_BASE + result.signal
+    assert result.returncode is not None, result
+    return result.returncode
+
+
+def _pairs(parser: argparse.ArgumentParser, option: str, specs: Sequence[str]) -> dict[str, str]:
+    """``NAME=VALUE`` strings as a dict; a usage error naming ``option`` otherwise."""
+    pairs: dict[str, str] = {}
+    for spec in specs:
+        name, equals, value = spec.partition("=")
+        if not equals or not name:
+            parser.error(f"argument {option}: expected NAME=VALUE, got {spec!r}")
+        pairs[name] = value
+    return pairs
+
+
+def _open(parser: argparse.ArgumentParser, option: str, path: str) -> File:
+    """Host file ``path`` (``-``: our stdin) as a ``File`` that is executable when its
+    owner may execute it (as the notebook's ``--files``); a usage error when unreadable."""
+    if path == "-":
+        return File(sys.stdin.buffer.read())
+    try:
+        with open(path, "rb") as stream:
+            mode = os.fstat(stream.fileno()).st_mode
+            return File(stream.read(), executable=bool(mode & stat.S_IXUSR))
+    except OSError as exc:
+        parser.error(f"argument {option}: cannot read {path}: {exc.strerror or exc}")
+
+
+def _read(parser: argparse.ArgumentParser, option: str, path: str) -> bytes:
+    """The bytes of host file ``path`` (``-``: our stdin); a usage error if unreadable."""
+    return _open(parser, option, path).content
+
+
+def _input_files(parser: argparse.ArgumentParser, specs: Sequence[str]) -> dict[str, File]:
+    """``--file NAME=PATH`` (or ``--file PATH``: its base name) as name to ``File``,
+    with the host file's executable bit."""
+    files: dict[str, File] = {}
+    for spec in specs:
+        name, equals, path = spec.partition("=")
+        if not equals:
+            name, path = os.path.basename(spec), spec
+        if not name or not path:
+            parser.error(f"argument --file: expected NAME=PATH or a file's PATH, got {spec!r}")
+        if name in files:
+            parser.error(f"argument --file: {name!r} is given twice")
+        files[name] = _open(parser, "--file", path)
+    return files
+
+
+def _one_reader_of_stdin(parser: argparse.ArgumentParser, options: argparse.Namespace) -> None:
+    """A usage error when more than one option would read our stdin (``-``): the first
+    would take it all."""
+    readers = ["--stdin"] if options.stdin == "-" else []
+    readers += ["--file"] * sum(spec == "-" or spec.endswith("=-") for spec in options.files)
+    program = _program(options)
+    if options.command == "python" and options.code is None and program[:1] == ["-"]:
+        readers.append("FILE.py")
+    if len(readers) > 1:
+        parser.error(f"only one of {', '.join(readers)} can read our stdin ('-')")
+
+
+def _inputs(parser: argparse.ArgumentParser, options: argparse.Namespace) -> _Inputs:
+    """Read and check what the shared options ask for, then make the output directory
+    ready; each problem is a usage error, before anything runs."""
+    inputs = _Inputs(
+        limits=limits_from(options),
+        stdin=None if options.stdin is None else _read(parser, "--stdin", options.stdin),
+        files=_input_files(parser, options.files),
+        env=_pairs(parser, "--env", options.env),
+        readable=[os.path.abspath(path) for path in options.readable],
+        passthrough=None if options.json else _Passthrough(),
+    )
+    if options.output_dir is not None:
+        try:
+            prepare(options.output_dir)
+        except OutputDirError as exc:
+            parser.error(f"argument --output-dir: {exc}")
+    return inputs
+
+
+def _program(options: argparse.Namespace) -> list[str]:
+    """What follows the options, without the ``--`` that may separate them."""
+    argv: list[str] = options.argv
+    return argv[1:] if argv[:1] == ["--"] else argv
+
+
+def _report(result: Result, inputs: _Inputs, options: argparse.Namespace) -> int:
+    """Write the output files, then the JSON object or the verdict line (the output has
+    passed through already); return the exit status."""
+    status = exit_status(result)
+    if options.output_dir is not None:
+        try:
+            write_files(options.output_dir, result.files, result.executables)
+        except OutputDirError as exc:
+            print(f"pysandbox: error: {exc}", file=sys.stderr)
+            status = EXIT_SANDBOX_ERROR
+    if inputs.passthrough is None:
+        print(json.dumps(result.to_dict()))
+    elif not options.quiet:
+        newline = "" if inputs.passthrough.ends_line else "\n"
+        print(f"{newline}pysandbox: {describe(result, inputs.limits)}", file=sys.stderr)
+    return status
+
+
+def _launch(
+    parser: argparse.ArgumentParser,
+    options: argparse.Namespace,
+    start: Callable[[_Inputs], Result],
+) -> int:
+    """Run what ``start`` starts with the inputs the options ask for, and report it."""
+    inputs = _inputs(parser, options)
+    try:
+        result = start(inputs)
+    except (TypeError, ValueError) as exc:
+        parser.error(str(exc))
+    return _report(result, inputs, options)
+
+
+def _run_command(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
+    argv = _program(options)
+    if not argv:
+        parser.error("no program given: pysandbox run [options] -- PROGRAM [ARGS...]")
+    _one_reader_of_stdin(parser, options)
+
+    def start(inputs: _Inputs) -> Result:
+        return run(
+            argv,
+            stdin=inputs.stdin,
+            limits=inputs.limits,
+            files=inputs.files,
+            readable=inputs.readable,
+            env=inputs.env,
+            on_stdout=inputs.on_stdout,
+            on_stderr=inputs.on_stderr,
+        )
+
+    return _launch(parser, options, start)
+
+
+def _python_code(
+    parser: argparse.ArgumentParser, options: argparse.Namespace
+) -> tuple[str, list[str]]:
+    """The code to run (``-c CODE``, or a host file) and its arguments."""
+    argv = _program(options)
+    if options.code is not None:
+        return options.code, argv
+    if not argv:
+        parser.error("no code given: pysandbox python [options] FILE.py | -c CODE [ARGS...]")
+    source = _read(parser, "FILE.py", argv[0])
+    try:
+        return source.decode("utf-8"), argv[1:]
+    except UnicodeDecodeError:
+        parser.error(f"{argv[0]} is not UTF-8 text")
+
+
+def _python_command(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
+    _one_reader_of_stdin(parser, options)
+    code, args = _python_code(parser, options)
+
+    def start(inputs: _Inputs) -> Result:
+        return run_python(
+            code,
+            args=args,
+            stdin=inputs.stdin,
+            limits=inputs.limits,
+            files=inputs.files,
+            readable=inputs.readable,
+            env=inputs.env,
+            on_stdout=inputs.on_stdout,
+            on_stderr=inputs.on_stderr,
+        )
+
+    return _launch(parser, options, start)
+
+
+def _selftest_command(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
+    report = selftest()
+    if options.json:
+        checks = [dataclasses.asdict(check) for check in report.checks]
+        print(json.dumps({"ok": bool(report), "checks": checks}))
+    else:
+        print(report)
+    return 0 if report else EXIT_SELFTEST_FAILED
+
+
+def _demo_command(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
+    return demo()
+
+
+def _add_run_options(command: argparse.ArgumentParser) -> None:
+    """The options ``run`` and ``python`` share: limits, inputs, outputs, environment."""
+    add_limit_options(command)
+    io = command.add_argument_group("input and output")
+    io.add_argument(
+        "--stdin",
+        metavar="FILE",
+        help="feed FILE to the program's stdin ('-': ours); default: a closed stdin",
+    )
+    io.add_argument(
+        "--file",
+        dest="files",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="copy host file PATH into /sandbox as NAME (PATH alone: its base name); repeatable",
+    )
+    io.add_argument(
+        "--output-dir",
+        metavar="DIR",
+        help="write the files left in /sandbox into DIR (made if missing); existing files "
+        "of the same names are replaced, symlinks in DIR are never followed",
+    )
+    io.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object (Result.to_dict()) on stdout instead of the output "
+        "and the verdict",
+    )
+    io.add_argument("-q", "--quiet", action="store_true", help="no verdict line on stderr")
+    io.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set an environment variable (besides PATH and HOME); repeatable",
+    )
+    io.add_argument(
+        "--readable",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="let the program read host PATH, read-only at the same path; repeatable",
+    )
+
+
+def _add_command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    summary: str,
+    description: str | None = None,
+) -> argparse.ArgumentParser:
+    """A sub-parser whose ``--help`` ends with the exit statuses."""
+    return commands.add_parser(
+        name,
+        help=summary,
+        description=description or summary,
+        epilog=EXIT_STATUS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of the whole command line, with one sub-parser per command.
+
+    Each sub-parser's defaults carry its handler (``handler``) and itself (``parser``),
+    so errors after parsing are usage errors of the right command.
+    """
+    parser = argparse.ArgumentParser(
+        prog="pysandbox",
+        description="Run untrusted programs under bubblewrap with hard limits.  "
+        "Without a command: the reference demo.",
+        epilog=EXIT_STATUS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"pysandbox {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    run_parser = _add_command(
+        commands,
+        "run",
+        "run a program in a sandbox",
+        "Run PROGRAM in a fresh sandbox; PROGRAM is an absolute path inside the sandbox or "
+        "a name on its PATH (/usr/local/bin:/usr/bin:/bin).",
+    )
+    _add_run_options(run_parser)
+    run_parser.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS...]")
+    run_parser.set_defaults(handler=_run_command, parser=run_parser)
+    python_parser = _add_command(
+        commands,
+        "python",
+        "run Python code with this interpreter in a sandbox",
+        "Run FILE.py (a host file; '-': our stdin) or CODE with this Python, as "
+        "python -u /sandbox/main.py ARGS inside a fresh sandbox.",
+    )
+    _add_run_options(python_parser)
+    python_parser.add_argument("-c", dest="code", metavar="CODE", help="the code to run")
+    python_parser.add_argument("argv", nargs=argparse.REMAINDER, metavar="FILE.py [ARGS...]")
+    python_parser.set_defaults(handler=_python_command, parser=python_parser)
+    selftest_parser = _add_command(
+        commands, "selftest", "attack a sandbox on this host and report which protections hold"
+    )
+    selftest_parser.add_argument("--json", action="store_true", help="print one JSON object")
+    selftest_parser.set_defaults(handler=_selftest_command, parser=selftest_parser)
+    demo_parser = _add_command(commands, "demo", "run the reference implementation's demo")
+    demo_parser.set_defaults(handler=_demo_command, parser=demo_parser, json=False)
+    return parser
+
+
+def _fail(options: argparse.Namespace | None, kind: str, message: str, status: int) -> int:
+    """Report an error that left no result: on stderr, and as JSON with ``--json``."""
+    print(f"pysandbox: {kind.replace('_', ' ')}: {message}", file=sys.stderr)
+    if options is not None and getattr(options, "json", False):
+        print(json.dumps({"error": message, "kind": kind}))
+    return status
+
+
+class _Terminated(Exception):
+    """SIGTERM arrived: raised from the signal handler, so a run in progress kills and
+    reaps its sandbox (the C core checks for signals while it waits) and unwinds."""
+
+
+def _raise_terminated(signum: int, frame: object) -> NoReturn:
+    raise _Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds() -> Iterator[None]:
+    """Make SIGTERM raise ``_Terminated`` for the duration, in the main thread, unless
+    it is ignored (as ``nohup`` and some supervisors start a command)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous == signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _dispatch(argv: list[str]) -> int:
+    """Parse ``argv`` and run its command; errors that leave no result become statuses."""
+    options: argparse.Namespace | None = None
+    try:
+        if not argv:
+            return demo()
+        if argv[0] == "--selftest":
+            argv = ["selftest", *argv[1:]]
+        parser = build_parser()
+        options = parser.parse_args(argv)
+        if options.command is None:
+            parser.error("choose a command: run, python, selftest or demo")
+        handler: Callable[[argparse.ArgumentParser, argparse.Namespace], int] = options.handler
+        return handler(options.parser, options)
+    except SandboxError as exc:
+        return _fail(options, "sandbox_error", str(exc), EXIT_SANDBOX_ERROR)
+    except KeyboardInterrupt:
+        return _fail(options, "interrupted", "the sandbox was killed", EXIT_INTERRUPTED)
+    except _Terminated:
+        return _fail(options, "terminated", "the sandbox was killed", EXIT_TERMINATED)
+    except _ReaderGone as gone:
+        return _reader_gone(gone.fd)
+    except BrokenPipeError:
+        return _reader_gone(sys.stdout.fileno())
+
+
+def _reader_gone(fd: int) -> int:
+    """Exit as a program killed by SIGPIPE would, once the reader of ``fd`` went away;
+    ``fd`` now writes to /dev/null, so the interpreter's last flush at exit raises no
+    error of its own."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+    return EXIT_READER_GONE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line ``argv`` (``sys.argv[1:]`` when None) and return its exit
+    status; usage errors print argparse's message and return ``EXIT_USAGE``, never raise."""
+    try:
+        with _sigterm_unwinds():
+            return _dispatch(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as exc:
+        return _exit_code(exc)
+
+
+def _exit_code(exc: SystemExit) -> int:
+    """The status a ``SystemExit`` (argparse's ``--help`` or usage error) stands for."""
+    if exc.code is None:
+        return 0
+    return exc.code if isinstance(exc.code, int) else EXIT_USAGE
