@@ -9,6 +9,7 @@ pysandbox that imports pytest: ``import pysandbox`` never does.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import threading
 from collections.abc import Generator, Iterable, Sequence
@@ -18,6 +19,7 @@ import pytest
 
 from ._async import run_async, run_python_async
 from ._limits import Limits
+from ._options import LIMIT_OPTIONS
 from ._run import run, run_python
 from ._types import Result, _ending, _output_tails
 
@@ -30,6 +32,9 @@ SECTION_PREFIX = "pysandbox run"
 _FIELD_TYPES: dict[str, type] = {
     field.name: type(field.default) for field in dataclasses.fields(Limits)
 }
+#: How a string becomes the value of each field but ``truncate_output``: the parsers of
+#: the command line's options, so ``"256M"`` and ``"500ms"`` mean the same everywhere.
+_PARSERS = {option.field: option.parse for option in LIMIT_OPTIONS}
 _INI_PREFIX = "sandbox_"
 #: How long a title's program or code may be before it is cut.
 _TITLE_WIDTH = 60
@@ -50,21 +55,19 @@ _BASE_LIMITS = pytest.StashKey[Limits]()
 _RUNS = pytest.StashKey["list[_Run]"]()
 
 
-def _ini_value(name: str, text: str) -> object:
-    """The ini option ``sandbox_<name>``'s string as the type of ``Limits.<name>``."""
-    kind = _FIELD_TYPES[name]
-    word = text.strip()
-    if kind is bool:
-        if word.lower() in _TRUE_WORDS:
-            return True
-        if word.lower() in _FALSE_WORDS:
-            return False
+def _parse(name: str, text: str) -> object:
+    """A limit written as a string (an ini value, or a marker's ``"256M"``) as the type
+    of ``Limits.<name>``: seconds and sizes take the command line's units (``500ms``,
+    ``256M``); ``truncate_output`` takes true or false.  ``ValueError`` says why not."""
+    if _FIELD_TYPES[name] is bool:
+        word = text.strip().lower()
+        if word in _TRUE_WORDS or word in _FALSE_WORDS:
+            return word in _TRUE_WORDS
         raise ValueError(f"expected true or false, got {text!r}")
     try:
-        return kind(word)
-    except ValueError:
-        noun = "a number of seconds" if kind is float else "an int"
-        raise ValueError(f"expected {noun}, got {text!r}") from None
+        return _PARSERS[name](text)
+    except argparse.ArgumentTypeError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _base_limits(config: pytest.Config) -> Limits:
@@ -76,7 +79,7 @@ def _base_limits(config: pytest.Config) -> Limits:
         if not text:
             continue
         try:
-            value: Any = _ini_value(name, str(text))
+            value: Any = _parse(name, str(text))
             limits = dataclasses.replace(limits, **{name: value})
         except (TypeError, ValueError) as exc:
             raise pytest.UsageError(f"ini option {_INI_PREFIX}{name}: {exc}") from None
@@ -103,7 +106,12 @@ def _limits_for(item: pytest.Item, base: Limits) -> Limits:
                     f"{item.nodeid}: @pytest.mark.sandbox: unknown limit {key!r}; "
                     f"the limits are {', '.join(_FIELD_TYPES)}"
                 )
-            values[key] = value
+            try:
+                values[key] = _parse(key, value) if isinstance(value, str) else value
+            except ValueError as exc:
+                raise pytest.UsageError(
+                    f"{item.nodeid}: @pytest.mark.sandbox({key}={value!r}): {exc}"
+                ) from None
     try:
         return dataclasses.replace(base, **values)
     except (TypeError, ValueError) as exc:
@@ -236,7 +244,9 @@ def sandbox(request: pytest.FixtureRequest) -> Sandbox:
 def pytest_addoption(parser: pytest.Parser) -> None:
     """One ini option per field of ``Limits``: ``sandbox_cpu_time = 0.5`` and so on."""
     for name, kind in _FIELD_TYPES.items():
-        unit = {float: "seconds", int: "an int", bool: "true or false"}[kind]
+        unit = {float: "seconds, or 500ms", int: "bytes, or 256M", bool: "true or false"}[kind]
+        if name in ("processes", "open_files"):
+            unit = "a whole number"
         parser.addini(
             _INI_PREFIX + name,
             f"pysandbox: the sandbox fixture's default Limits.{name} ({unit})",

@@ -18,7 +18,7 @@ README = Path(__file__).resolve().parent.parent / "README.rst"
 INNER_INI = """\
 [pytest]
 addopts = --strict-markers --strict-config
-sandbox_stdout = 1000
+sandbox_stdout = 1K
 sandbox_wall_time = 30
 """
 
@@ -35,14 +35,14 @@ BUSY = "while True: pass"
 ADDRESS_SPACE = "import resource; print(resource.getrlimit(resource.RLIMIT_AS)[0])"
 
 
-@pytest.mark.sandbox(cpu_time=0.2)
+@pytest.mark.sandbox(cpu_time="200ms")
 def test_marker_cpu_time(sandbox):
     assert sandbox.limits.cpu_time == 0.2
     assert sandbox.run_python(BUSY).status is Status.CPU_TIME_EXCEEDED
 
 
 def test_ini_stdout(sandbox):
-    assert sandbox.limits.stdout == 1000
+    assert sandbox.limits.stdout == 1024
     assert sandbox.run_python("print('x' * 5000)").status is Status.OUTPUT_EXCEEDED
 
 
@@ -54,11 +54,11 @@ def test_explicit_limits_win(sandbox):
 class TestNearestWins:
     pytestmark = pytest.mark.sandbox(cpu_time=2, memory=200 * 2**20)
 
-    @pytest.mark.sandbox(memory=150 * 2**20)
+    @pytest.mark.sandbox(memory="150M")
     def test_per_field(self, sandbox):
         limits = sandbox.limits
         assert (limits.memory, limits.cpu_time, limits.processes) == (150 * 2**20, 2, 20)
-        assert (limits.stdout, limits.wall_time) == (1000, 30)
+        assert (limits.stdout, limits.wall_time) == (1024, 30)
         assert sandbox.run_python(ADDRESS_SPACE).stdout == b"%d\\n" % (150 * 2**20)
 
     def test_class_over_module(self, sandbox):
@@ -179,9 +179,11 @@ def test_junit_xml_carries_each_runs_verdict(session: Session) -> None:
         ("", "sandbox(cpu=1)", "test_usage.py::test_it: @pytest.mark.sandbox: unknown limit 'cpu'"),
         ("", "sandbox(0.5)", "@pytest.mark.sandbox takes keyword arguments only"),
         ("", "sandbox(cpu_time=0)", "@pytest.mark.sandbox: Limits.cpu_time must be"),
-        ("", "sandbox(memory='lots')", "Limits.memory must be an int, not str"),
-        ("sandbox_memory = lots", "sandbox()", "ini option sandbox_memory: expected an int"),
-        ("sandbox_processes = 1", "sandbox()", "ini option sandbox_processes: Limits.processes"),
+        ("", "sandbox(memory=1.5)", "@pytest.mark.sandbox: Limits.memory must be an int"),
+        ("", "sandbox(memory='lots')", "@pytest.mark.sandbox(memory='lots'): expected bytes"),
+        ("", "sandbox(cpu_time='-1s')", "sandbox(cpu_time='-1s'): must be greater than 0"),
+        ("sandbox_memory = lots", "sandbox()", "ini option sandbox_memory: expected bytes"),
+        ("sandbox_processes = 1", "sandbox()", "ini option sandbox_processes: must be at least"),
         ("sandbox_truncate_output = maybe", "sandbox()", "ini option sandbox_truncate_output"),
     ],
 )
