@@ -8,7 +8,7 @@ from conftest import Submission
 from pysandbox.pytest_plugin import Sandbox
 
 
-@pytest.mark.sandbox(cpu_time=0.5)  # echoing a few lines takes a few milliseconds
+@pytest.mark.sandbox(cpu_time="500ms")  # echoing a few lines takes a few milliseconds
 @pytest.mark.points(2)
 @pytest.mark.parametrize(
     ("given", "expected"),

@@ -12,7 +12,8 @@ from conftest import Submission
 from pysandbox import Limits, Result
 from pysandbox.pytest_plugin import Sandbox
 
-# gcc runs cc1, as and ld: more memory, processes and time than the program needs.
+# gcc runs cc1, as and ld: more memory, processes and time than the program needs.  (The
+# sandbox has no /tmp: gcc keeps its temporary files in the working directory.)
 COMPILER_LIMITS = Limits(cpu_time=10, wall_time=30, memory=1024 * 2**20, processes=32)
 
 
@@ -21,8 +22,6 @@ def compile_sum(sandbox: Sandbox, submission: Submission) -> Result:
     return sandbox.run(
         ["gcc", "-O2", "-Wall", "-o", "sum", "sum.c"],
         files={"sum.c": submission.read("sum.c")},
-        # The sandbox has no /tmp: gcc puts its temporary files in the working directory.
-        env={"TMPDIR": "/sandbox"},
         limits=COMPILER_LIMITS,
     ).check()
 
@@ -39,10 +38,6 @@ def compile_sum(sandbox: Sandbox, submission: Submission) -> Result:
 )
 def test_sum(sandbox: Sandbox, submission: Submission, given: str, expected: str) -> None:
     built = compile_sum(sandbox, submission)
-    # The compiled file comes back without its executable bit: chmod it in the sandbox.
-    result = sandbox.run(
-        ["sh", "-c", "chmod +x sum && exec ./sum"],
-        files={"sum": built.files["sum"]},
-        stdin=given,
-    ).check()
+    # files_with_modes() keeps the executable bit of ./sum for the next run.
+    result = sandbox.run(["./sum"], files=built.files_with_modes(), stdin=given).check()
     assert result.stdout_text() == expected
