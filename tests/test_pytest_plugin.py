@@ -51,6 +51,14 @@ def test_explicit_limits_win(sandbox):
     assert result.status is Status.OK
 
 
+def test_options_pass_through(sandbox):
+    chunks = []
+    result = sandbox.run(
+        ["sh", "-c", "echo $GREETING"], env={"GREETING": "hi"}, on_stdout=chunks.append
+    )
+    assert b"".join(chunks) == result.stdout == b"hi\\n"
+
+
 class TestNearestWins:
     pytestmark = pytest.mark.sandbox(cpu_time=2, memory=200 * 2**20)
 
@@ -139,6 +147,10 @@ def test_an_ini_option_sets_the_default_limits(session: Session) -> None:
 
 def test_explicit_limits_win_over_markers_and_ini(session: Session) -> None:
     assert session.passed("test_explicit_limits_win"), session.why()
+
+
+def test_the_other_options_go_through_unchanged(session: Session) -> None:
+    assert session.passed("test_options_pass_through"), session.why()
 
 
 def test_the_nearest_marker_wins_per_field(session: Session) -> None:
