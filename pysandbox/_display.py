@@ -11,7 +11,9 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING, Protocol
 
+from ._limits import Limits
 from ._types import ProcessOutput, Result, Status, _ending, _signal_name
+from ._verdict import describe, describe_parts, size_text
 
 if TYPE_CHECKING:
     from ._selftest import SelftestReport
@@ -67,16 +69,6 @@ def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-def _size(count: int) -> str:
-    """``count`` bytes, readable: ``"512 B"``, ``"3.0 KiB"``, ``"9.4 MiB"``."""
-    value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024:
-            return f"{count} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"
-
-
 def _clip(line: str) -> str:
     """``line`` cut at ``LINE_CHARS``, with how much was left out."""
     if len(line) <= LINE_CHARS:
@@ -118,7 +110,7 @@ def _stream_text(name: str, text: str, truncated: bool) -> str:
 def _numbers(result: Result) -> str:
     return (
         f"CPU {result.cpu_time:.3f} s, wall {result.wall_time:.3f} s, "
-        f"max RSS {_size(result.max_rss)}"
+        f"max RSS {size_text(result.max_rss)}"
     )
 
 
@@ -127,7 +119,7 @@ def _files(result: Result) -> str:
     names = sorted(result.files)
     listed = []
     for name in names[:LISTED_FILES]:
-        size = _size(len(result.files[name]))
+        size = size_text(len(result.files[name]))
         listed.append(
             f"{name} ({size}, executable)" if name in result.executables else f"{name} ({size})"
         )
@@ -143,27 +135,20 @@ def _verdict(result: Result) -> str:
     return f"{result.status.name}, {_ending(result)}"
 
 
-def _truncation(result: Result) -> str:
-    """``"stdout truncated at the cap"`` and the like; empty when nothing was cut."""
-    cut = [name for name in ("stdout", "stderr") if getattr(result, f"{name}_truncated")]
-    return f"{' and '.join(cut)} truncated at the cap" if cut else ""
+def verdict_text(result: Result, limits: Limits) -> str:
+    """The line ``%%sandbox`` shows after the output it streamed: the command line's
+    verdict (``_verdict.describe``), so both say how a run ended in the same words, and
+    the files the run left, which the command line writes out with ``--output-dir``."""
+    files = _files(result)
+    return f"pysandbox: {describe(result, limits)}" + (f"; {files}" if files else "")
 
 
-def verdict_text(result: Result) -> str:
-    """One line that says how ``result`` ended (what ``%%sandbox`` shows after the
-    output it streamed): verdict, numbers, truncation, files."""
-    parts = [_verdict(result), _numbers(result), _truncation(result), _files(result)]
-    return "sandbox: " + "; ".join(part for part in parts if part)
-
-
-def verdict_html(result: Result) -> str:
+def verdict_html(result: Result, limits: Limits) -> str:
     """``verdict_text`` as HTML, the status coloured."""
-    rest = [_numbers(result), _truncation(result), _files(result)]
-    return _heading_html(
-        result.status is Status.OK,
-        result.status.name,
-        f"{_ending(result)}; " + "; ".join(part for part in rest if part),
-    )
+    status, *rest = describe_parts(result, limits)
+    files = _files(result)
+    line = ", ".join(rest) + (f"; {files}" if files else "")
+    return _heading_html(result.status is Status.OK, status, line)
 
 
 def result_text(result: Result) -> str:

@@ -195,10 +195,11 @@ def _run_cell(shell: Shell, line: str, cell: str) -> None:
     env = _environment(options.env)
     readable = [os.path.abspath(path) for path in options.readable]
     stdout, stderr = _LiveStream("stdout"), _LiveStream("stderr")
+    limits = limits_from(options)
     try:
         result: Result = run_python(
             cell,
-            limits=limits_from(options),
+            limits=limits,
             files=files,
             readable=readable,
             env=env,
@@ -215,7 +216,10 @@ def _run_cell(shell: Shell, line: str, cell: str) -> None:
     if options.result is not None:
         shell.user_ns[options.result] = result
     shell.display_pub.publish(
-        data={"text/plain": verdict_text(result), "text/html": verdict_html(result)}
+        data={
+            "text/plain": verdict_text(result, limits),
+            "text/html": verdict_html(result, limits),
+        }
     )
 
 

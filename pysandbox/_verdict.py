@@ -10,7 +10,7 @@ from __future__ import annotations
 from ._limits import Limits
 from ._types import Result, Status, _signal_name
 
-__all__ = ["LIMIT_STATUSES", "describe", "size_text"]
+__all__ = ["LIMIT_STATUSES", "describe", "describe_parts", "size_text"]
 
 #: The statuses that mean a limit ended the run, not the program itself.
 LIMIT_STATUSES = frozenset(
@@ -53,6 +53,11 @@ def describe(result: Result, limits: Limits) -> str:
     """How ``result`` ended, in one line: the status, the limit that ended it if one did,
     the exit code or the signal, the CPU and wall time and peak RSS, and what was cut
     short (stdout or stderr past its limit, output files left out)."""
+    return ", ".join(describe_parts(result, limits))
+
+
+def describe_parts(result: Result, limits: Limits) -> list[str]:
+    """The parts of ``describe``'s line, the status (and the limit hit) first."""
     parts = [result.status.value]
     if result.status in LIMIT_STATUSES:
         parts[0] += _limit_hit(result, limits)
@@ -70,4 +75,4 @@ def describe(result: Result, limits: Limits) -> str:
             parts.append(f"stderr truncated at {size_text(limits.stderr)}")
     if result.files_truncated and result.status not in LIMIT_STATUSES - {Status.MEMORY_EXCEEDED}:
         parts.append(f"output files left out (limit {size_text(limits.files_out)})")
-    return ", ".join(parts)
+    return parts

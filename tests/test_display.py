@@ -60,7 +60,7 @@ def test_text_gives_the_verdict_then_the_numbers_then_the_output() -> None:
     assert _display.result_text(result).splitlines() == [
         "Result: NONZERO_EXIT, exit code 3",
         "CPU 0.125 s, wall 0.250 s, max RSS 9.5 MiB",
-        "files: a.txt (5 B), b.bin (3.0 KiB, executable), some left out (files_truncated)",
+        "files: a.txt (5 bytes), b.bin (3 KiB, executable), some left out (files_truncated)",
         "--- stdout (1 line) ---",
         "out",
         "--- stderr (1 line) ---",
@@ -119,7 +119,7 @@ def test_html_escapes_output_file_names_and_checks() -> None:
     page = _display.result_html(result)
     assert "<script>" not in page and "<b>x" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
-    assert "a &amp; b" in page and "&lt;b&gt;x (0 B)" in page
+    assert "a &amp; b" in page and "&lt;b&gt;x (0 bytes)" in page
 
     output = ProcessOutput(1, script, script)
     assert "<script>" not in _display.process_output_html(output)

@@ -71,7 +71,7 @@ def test_a_cell_shows_its_output_then_the_verdict(shell: InteractiveShell) -> No
     captured = _cell(shell, "", code)
     assert captured.stdout == "out 2\n"  # pid 2: the sandbox's own pid namespace
     assert captured.stderr == "err\n"
-    assert _verdict(captured).startswith("sandbox: OK, exit code 0; CPU ")
+    assert _verdict(captured).startswith("pysandbox: ok, exit 0, cpu ")
 
 
 def test_the_result_is_stored_under_the_name_given(shell: InteractiveShell) -> None:
@@ -83,13 +83,15 @@ def test_the_result_is_stored_under_the_name_given(shell: InteractiveShell) -> N
         5,
         b"stored\n",
     )
-    assert _verdict(captured).startswith("sandbox: NONZERO_EXIT, exit code 5;")
+    assert _verdict(captured).startswith("pysandbox: nonzero_exit, exit 5, cpu ")
 
 
 def test_limit_options_hold(shell: InteractiveShell) -> None:
     captured = _cell(shell, "--cpu-time 300ms --wall-time 30 --result result", "while True: pass")
     assert shell.user_ns["result"].status is Status.CPU_TIME_EXCEEDED
-    assert _verdict(captured).startswith("sandbox: CPU_TIME_EXCEEDED, killed by SIGKILL")
+    assert _verdict(captured).startswith(
+        "pysandbox: cpu_time_exceeded (limit 0.3 s), killed by SIGKILL, cpu "
+    )
 
     _cell(shell, "--stdout-limit 1K --result result", "print('x' * 5000)")
     assert shell.user_ns["result"].status is Status.OUTPUT_EXCEEDED
@@ -212,6 +214,6 @@ def test_the_readme_cells_run_as_it_says(shell: InteractiveShell) -> None:
             assert shell.run_cell(textwrap.dedent(cell)).success
     assert captured.stdout.endswith("3 rows; best: 91\n")
     verdict = _verdict(captured)
-    assert verdict.startswith("sandbox: OK, exit code 0; CPU ")
-    assert verdict.endswith(f"; files: scores.csv ({len(README_SCORES)} B)")
+    assert verdict.startswith("pysandbox: ok, exit 0, cpu ")
+    assert verdict.endswith(f"; files: scores.csv ({len(README_SCORES)} bytes)")
     assert shell.user_ns.pop("run").stdout == b"3 rows; best: 91\n"
