@@ -21,7 +21,8 @@ from ._async import run_async, run_python_async
 from ._limits import Limits
 from ._options import LIMIT_OPTIONS
 from ._run import run, run_python
-from ._types import Result, _ending, _output_tails
+from ._types import Result, _output_tails
+from ._verdict import describe, size_text
 
 __all__ = ["SECTION_PREFIX", "Sandbox", "sandbox_report"]
 
@@ -129,26 +130,14 @@ def _code_title(code: str) -> str:
     return "run_python: " + _shorten(lines[0] if lines else "(empty)")
 
 
-def _mib(size: int) -> str:
-    return f"{size / 2**20:.1f} MiB"
-
-
-def _verdict(result: Result) -> str:
-    """One line: the status, how the program ended, its CPU and wall time and max RSS."""
-    return (
-        f"{result.status.name}, {_ending(result)}; CPU {result.cpu_time:.3f} s, "
-        f"wall {result.wall_time:.3f} s, max RSS {_mib(result.max_rss)}"
-    )
-
-
 def _section(entry: _Run) -> tuple[str, str]:
     """The report section of one run: a title naming it, the verdict, the limits in
     force and the tails of stdout and stderr."""
     limits = entry.limits
     text = (
-        f"{_verdict(entry.result)}\n"
-        f"limits: CPU {limits.cpu_time:g} s, wall {limits.wall_time:g} s, "
-        f"memory {_mib(limits.memory)}, processes {limits.processes}\n"
+        f"{describe(entry.result, limits)}\n"
+        f"limits: cpu {limits.cpu_time:g} s, wall {limits.wall_time:g} s, "
+        f"memory {size_text(limits.memory)}, processes {limits.processes}\n"
         f"{_output_tails(entry.result)}\n"
     )
     return f"{SECTION_PREFIX} {entry.number}: {entry.what}", text
@@ -197,7 +186,7 @@ class Sandbox:
             entry = _Run(len(runs) + 1, what, limits, result)
             runs.append(entry)
             self._item.user_properties.append(
-                (f"{SECTION_PREFIX} {entry.number}", f"{_verdict(result)}: {what}")
+                (f"{SECTION_PREFIX} {entry.number}", f"{describe(result, limits)}: {what}")
             )
         return result
 

@@ -162,7 +162,7 @@ def test_async_runs_are_attached_too(session: Session) -> None:
     assert session.passed("test_async_forms"), session.why()
     properties = session.properties("test_async_forms")
     verdicts = sorted(properties[f"pysandbox run {n}"].split(",")[0] for n in (1, 2))
-    assert verdicts == ["CPU_TIME_EXCEEDED", "OK"], properties
+    assert verdicts == ["cpu_time_exceeded (limit 0.2 s)", "ok"], properties
 
 
 def test_a_failing_test_shows_the_run_under_its_failure(session: Session) -> None:
@@ -171,7 +171,7 @@ def test_a_failing_test_shows_the_run_under_its_failure(session: Session) -> Non
     title = re.search(r"^-+ pysandbox run 1: run_python: import sys -+$", output, re.MULTILINE)
     assert title is not None, output
     section = output[title.end() :].split("\n===")[0]
-    assert section.splitlines()[1].startswith("NONZERO_EXIT, exit code 3; CPU "), section
+    assert section.splitlines()[1].startswith("nonzero_exit, exit 3, cpu "), section
     assert "(last 10 of 30 lines)\nline 21 of the output\n" in section, section
     assert "line 20 of the output" not in section, section
     assert "line 30 of the output\n--- stderr ---\nwhat went wrong" in section, section
@@ -179,9 +179,9 @@ def test_a_failing_test_shows_the_run_under_its_failure(session: Session) -> Non
 
 def test_junit_xml_carries_each_runs_verdict(session: Session) -> None:
     busy = session.properties("test_marker_cpu_time")["pysandbox run 1"]
-    assert busy.startswith("CPU_TIME_EXCEEDED, killed by SIGKILL"), busy
+    assert busy.startswith("cpu_time_exceeded (limit 0.2 s), killed by SIGKILL"), busy
     failing = session.properties("test_failing_submission")["pysandbox run 1"]
-    assert failing.startswith("NONZERO_EXIT, exit code 3; CPU "), failing
+    assert failing.startswith("nonzero_exit, exit 3, cpu "), failing
     assert failing.endswith(": run_python: import sys"), failing
 
 
