@@ -191,7 +191,9 @@ def run_batch(
     try:
         with _BatchRunner(limits=limits, max_concurrent=max_concurrent) as runner:
             outcomes = runner.map(
-                read_jobs(lines, results, skipped), ordered=ordered, progress=bar or False
+                read_jobs(lines, results, skipped),
+                ordered=ordered,
+                progress=False if bar is None else bar,
             )
             try:
                 for outcome in outcomes:

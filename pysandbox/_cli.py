@@ -27,7 +27,6 @@ from collections.abc import Iterator, Sequence
 from typing import BinaryIO, Callable, NoReturn, TextIO
 
 from . import __version__
-from ._batch import BatchReport, open_results, run_batch
 from ._demo import demo
 from ._errors import SandboxError
 from ._file import File
@@ -388,6 +387,8 @@ def _job_lines(path: str) -> int | None:
 
 
 def _batch_command(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
+    from ._batch import BatchReport, open_results, run_batch  # imports asyncio: only here
+
     if options.progress and importlib.util.find_spec("tqdm") is None:
         parser.error("--progress needs tqdm: pip install pysandbox[progress]")
     jobs = _open_jobs(parser, options.jobs, options.out)

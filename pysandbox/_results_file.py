@@ -19,6 +19,8 @@ from ._outcome import Outcome
 
 __all__ = ["ResultsFile", "ResultsFileError"]
 
+#: How every outcome line starts (``Outcome.to_dict`` puts the id first).
+_LINE_START = b'{"id": '
 #: Bytes read at a time while looking for the end of the last whole line.
 _CHUNK = 1 << 16
 
@@ -86,15 +88,15 @@ class ResultsFile:
         try:
             self._lock()
             end = _whole_lines_end(self._fd)
-            #: Bytes of a partial last line cut off (an interrupted write), 0 if none.
-            self.repaired = os.fstat(self._fd).st_size - end
-            if self.repaired:
-                os.ftruncate(self._fd, end)
             for job_id, error_type in _result_ids(path, end):
                 if error_type == duplicate_error:
                     self.duplicates[job_id] += 1
                 else:
                     self.done.add(job_id)
+            #: Bytes of a partial last line cut off (an interrupted write), 0 if none.
+            self.repaired = os.fstat(self._fd).st_size - end
+            if self.repaired:
+                self._cut_partial_line(end)
         except OSError as exc:
             os.close(self._fd)
             raise ResultsFileError(f"cannot read {path}: {exc.strerror}") from None
@@ -111,6 +113,17 @@ class ResultsFile:
                 f"{self.path} is being written by another batch; wait for it or choose "
                 "another --out"
             ) from None
+
+    def _cut_partial_line(self, end: int) -> None:
+        """Cut the file at ``end``, where the partial line an interrupted write left
+        starts; ``ResultsFileError`` if what follows ``end`` is not the start of an
+        outcome line (a file that is not a batch's results is never cut)."""
+        if os.pread(self._fd, len(_LINE_START), end) != _LINE_START:
+            raise ResultsFileError(
+                f"{self.path} ends with a line that is not a batch result; give --out a "
+                "new file or the results of this batch"
+            )
+        os.ftruncate(self._fd, end)
 
     def append(self, outcome: Outcome) -> None:
         """Write ``outcome`` as one JSON line, at once (``OSError`` if the disk refuses)."""

@@ -452,7 +452,7 @@ class Runner:
         if self.closed:
             raise RuntimeError("the Runner is closed: make a new Runner to run more")
         total = len(jobs) if isinstance(jobs, Sequence) else None
-        bar = open_bar(total) if progress is True else (progress or None)
+        bar = open_bar(total) if progress is True else (None if progress is False else progress)
         outcomes = map_jobs(
             lambda job, cancel: self.run_job(job, cancel=cancel),
             jobs,
