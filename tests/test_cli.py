@@ -453,6 +453,7 @@ MEASURES = [
     (re.compile(r"\b(cpu|wall) [0-9.]+ s\b"), r"\1 N s"),
     (re.compile(r"max rss [0-9.]+ \w+"), "max rss N"),
     (re.compile(r'"(wall_time|cpu_time|max_rss)": [0-9.e-]+'), r'"\1": N'),
+    (re.compile(r"in [0-9.]+ s \([0-9.]+ jobs/s\)"), "in N s (N jobs/s)"),
 ]
 
 
