@@ -569,10 +569,10 @@ def build_parser() -> argparse.ArgumentParser:
         commands,
         "batch",
         "run one sandbox per line of a JSON-lines file, resumable",
-        "Run each job of JOBS.jsonl (one JSON object per line) in its own sandbox and "
-        "append its outcome (the job's id and Result.to_dict(), or an error) to "
-        "RESULTS.jsonl as one line; rerun the same command to resume an interrupted batch. "
-        "The limit options apply to the jobs that give no limits of their own.",
+        "Run each job of JOBS.jsonl (one JSON object per line) in its own sandbox and\n"
+        "append its outcome (the job's id and Result.to_dict(), or an error) to\n"
+        "RESULTS.jsonl as one line; rerun the same command to resume an interrupted\n"
+        "batch.  The limit options apply to the jobs that give no limits of their own.",
     )
     _add_batch_options(batch_parser)
     batch_parser.set_defaults(handler=_batch_command, parser=batch_parser)
