@@ -44,8 +44,6 @@ class BatchReport:
     verdicts: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     #: Job lines skipped because the results file had their ids (an earlier run's).
     skipped: int = 0
-    #: Bytes of a partial last line cut off the results file (an interrupted write).
-    repaired: int = 0
     #: Seconds from the first job read to the last outcome written (or the interruption).
     elapsed: float = 0.0
 
@@ -180,7 +178,6 @@ def run_batch(
     reaps the running sandboxes before it propagates; every line written is whole.
     """
     bar: Any = open_bar(total) if progress else None
-    report.repaired = results.repaired
     start = time.monotonic()
 
     def skipped() -> None:
