@@ -14,7 +14,7 @@ import collections
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ._job import Job, JobId
@@ -161,6 +161,8 @@ def run_batch(
     *,
     limits: Limits,
     max_concurrent: int | None,
+    readable: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
     ordered: bool,
     progress: bool,
     total: int | None = None,
@@ -170,6 +172,8 @@ def run_batch(
 
     :param limits: the limits of a job that gives none.
     :param max_concurrent: the most sandboxes at once (None: the number of CPUs).
+    :param readable: host paths every job may read (a job's ``readable`` adds to them).
+    :param env: variables every job gets (a job's ``env`` is merged over them).
     :param ordered: write the outcomes in the order of the lines, not as jobs end.
     :param progress: show a tqdm bar on stderr (``total`` job lines, when known); a
         skipped line moves it on too.  ``ImportError`` when tqdm is missing.
@@ -186,7 +190,9 @@ def run_batch(
             bar.update(1)
 
     try:
-        with _BatchRunner(limits=limits, max_concurrent=max_concurrent) as runner:
+        with _BatchRunner(
+            limits=limits, readable=readable, env=env, max_concurrent=max_concurrent
+        ) as runner:
             outcomes = runner.map(
                 read_jobs(lines, results, skipped),
                 ordered=ordered,

@@ -391,6 +391,7 @@ def _batch_command(parser: argparse.ArgumentParser, options: argparse.Namespace)
 
     if options.progress and importlib.util.find_spec("tqdm") is None:
         parser.error("--progress needs tqdm: pip install pysandbox[progress]")
+    env = _pairs(parser, "--env", options.env)
     jobs = _open_jobs(parser, options.jobs, options.out)
     run(["true"])  # a host that cannot run a sandbox fails here (125), before RESULTS
     try:
@@ -412,6 +413,8 @@ def _batch_command(parser: argparse.ArgumentParser, options: argparse.Namespace)
                 report,
                 limits=limits_from(options),
                 max_concurrent=options.max_concurrent,
+                readable=[os.path.abspath(path) for path in options.readable],
+                env=env,
                 ordered=options.ordered,
                 progress=options.progress,
                 total=_job_lines(options.jobs) if options.progress else None,
@@ -436,7 +439,8 @@ def _batch_command(parser: argparse.ArgumentParser, options: argparse.Namespace)
 
 
 def _add_batch_options(command: argparse.ArgumentParser) -> None:
-    """``batch``'s arguments: JOBS, --out, the concurrency, order, progress, limits."""
+    """``batch``'s arguments: JOBS, --out, the concurrency, order, progress, the
+    environment and readable paths of every job, and the limits of a job without any."""
     command.add_argument(
         "jobs",
         metavar="JOBS.jsonl",
@@ -463,6 +467,20 @@ def _add_batch_options(command: argparse.ArgumentParser) -> None:
         "--progress",
         action="store_true",
         help="show a progress bar with the count of each verdict (needs tqdm)",
+    )
+    command.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set an environment variable for every job (a job's env wins); repeatable",
+    )
+    command.add_argument(
+        "--readable",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="let every job read host PATH, read-only at the same path; repeatable",
     )
     add_limit_options(command)
 

@@ -95,6 +95,27 @@ def test_jobs_from_stdin_with_a_progress_bar(tmp_path: Path) -> None:
     assert "OK=3" in done.stderr.decode().splitlines()[-2]  # the bar's verdict counts
 
 
+def test_env_and_readable_for_every_job(tmp_path: Path, world_readable_dir: Path) -> None:
+    shared = world_readable_dir / "shared.txt"
+    shared.write_text("visible\n")
+    shared.chmod(0o644)
+    show = ["sh", "-c", f'echo "$A $B"; cat {shared}']
+    jobs = write_jobs(
+        tmp_path / "jobs.jsonl",
+        {"id": "defaults", "argv": show},
+        {"id": "own", "argv": show, "env": {"B": "job"}},
+    )
+    results = tmp_path / "results.jsonl"
+    done = cli(
+        "batch", str(jobs), "--out", str(results),
+        "--env", "A=batch", "--env", "B=batch", "--readable", str(shared),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    found = by_id(results)
+    assert found["defaults"]["stdout"] == "batch batch\nvisible\n"
+    assert found["own"]["stdout"] == "batch job\nvisible\n"
+
+
 def test_malformed_lines_are_error_outcomes_with_their_line_numbers(tmp_path: Path) -> None:
     jobs = tmp_path / "jobs.jsonl"
     jobs.write_bytes(
@@ -287,6 +308,7 @@ def test_a_partial_last_line_is_cut_off_and_its_job_run_again(tmp_path: Path) ->
         ["batch", "jobs.jsonl", "--out", "r.jsonl", "--memory", "-1"],
         ["batch", "jobs.jsonl", "--out", "jobs.jsonl"],
         ["batch", "jobs.jsonl", "--out", "no/such/dir/r.jsonl"],
+        ["batch", "jobs.jsonl", "--out", "r.jsonl", "--env", "NOEQUALS"],
     ],
 )
 def test_bad_arguments_are_usage_errors(tmp_path: Path, args: list[str]) -> None:
