@@ -34,7 +34,7 @@ import uuid
 from collections.abc import Callable, Generator, Hashable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ._job import Job
+from ._job import Job, JobId
 from ._limits import Limits
 from ._outcome import Outcome
 
@@ -211,16 +211,16 @@ class _Window:
         return self._size
 
 
-def _answer(future: Any, job_id: object) -> Outcome:
+def _answer(future: Any, job_id: JobId | None) -> Outcome:
     """The outcome of a finished task: the worker's, or an error outcome for a task
     Dask gave up on (``KilledWorker``, cancelled, or the worker side raised)."""
     try:
         outcome = future.result()
     except (Exception, asyncio.CancelledError) as exc:  # asyncio's is a BaseException
-        return Outcome.of_error(job_id, exc)  # type: ignore[arg-type]
+        return Outcome.of_error(job_id, exc)
     if not isinstance(outcome, Outcome):
         error = TypeError(f"the worker returned a {type(outcome).__name__}, not an Outcome")
-        return Outcome.of_error(job_id, error)  # type: ignore[arg-type]
+        return Outcome.of_error(job_id, error)
     return outcome
 
 
@@ -245,7 +245,7 @@ def map_on_cluster(
     map_id = f"pysandbox-map-{uuid.uuid4().hex}"
     window = _Window(client, settings.max_concurrent)
     tasks = distributed.as_completed()
-    in_flight: dict[str, tuple[Any, int, object]] = {}
+    in_flight: dict[str, tuple[Any, int, JobId | None]] = {}
     order: collections.deque[int] = collections.deque()  # ordered: indices not yielded
     ready: dict[int, Outcome] = {}  # ordered: outcomes waiting for an earlier job's
     source = enumerate(jobs)

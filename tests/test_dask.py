@@ -27,7 +27,7 @@ from helpers import PROMPTLY, slow
 from test_runner import gated, wait_until
 
 from pysandbox import Job, Outcome, Runner
-from pysandbox._dask import WINDOW_PER_SLOT, worker_runners
+from pysandbox._dask import WINDOW_PER_SLOT, connect, worker_runners
 
 pytestmark = [
     # Dask's own: a cluster started or closed while another test's runs, on 2 cores.
@@ -271,7 +271,8 @@ def test_a_job_whose_workers_died_too_often_is_an_error_outcome(
 @contextlib.contextmanager
 def _command_line_cluster(tmp_path: Path) -> Iterator[Client]:
     """``dask scheduler`` on a free port of 127.0.0.1 and two ``dask worker`` of two
-    threads without a nanny, from this interpreter's bin directory, and a client; every
+    threads without a nanny, from this interpreter's bin directory, and a client made
+    by ``connect`` (what ``--scheduler`` calls); every
     process killed (its whole session) and reaped on leaving."""
     dask_program = str(Path(sys.executable).parent / "dask")
     scheduler_file = tmp_path / "scheduler.json"
@@ -309,7 +310,7 @@ def _command_line_cluster(tmp_path: Path) -> Iterator[Client]:
                 "--no-nanny",
                 "--no-dashboard",
             )
-        with Client(_address_in(scheduler_file)) as made:
+        with connect(_address_in(scheduler_file)) as made:
             made.wait_for_workers(2, timeout=slow(30))
             yield made
     finally:
@@ -347,3 +348,11 @@ def test_a_client_that_is_not_a_dask_client_is_refused() -> None:
         pytest.raises(TypeError, match=r"client must be a distributed\.Client"),
     ):
         runner.map([Job(code="pass")], client="tcp://127.0.0.1:8786")
+
+
+def test_connect_checks_the_address_first() -> None:
+    """``connect`` (for ``pysandbox batch --scheduler``) names a bad ``address``."""
+    with pytest.raises(TypeError, match="address must be a str"):
+        connect(8786)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="address must name a scheduler"):
+        connect("")
