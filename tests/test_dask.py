@@ -29,12 +29,6 @@ from test_runner import gated, wait_until
 from pysandbox import Job, Outcome, Runner
 from pysandbox._dask import WINDOW_PER_SLOT, connect, worker_runners
 
-pytestmark = [
-    # Dask's own: a cluster started or closed while another test's runs, on 2 cores.
-    pytest.mark.filterwarnings("ignore:Port .* is already in use:UserWarning"),
-    pytest.mark.filterwarnings("ignore::ResourceWarning"),
-]
-
 
 def _ancestors(pid: int) -> Iterator[int]:
     """The parents of ``pid``, nearest first, while ``/proc`` knows them."""
@@ -95,7 +89,7 @@ def _consume(outcomes: Iterator[Outcome]) -> tuple[threading.Thread, list[Outcom
 @pytest.fixture
 def client() -> Iterator[Client]:
     """A client of a fresh two-worker LocalCluster (processes under nannies, two threads
-    each, dashboard off), closed whatever happens."""
+    each, its HTTP server on a free port), closed whatever happens."""
     with _local_cluster() as made:
         yield made
 
@@ -103,9 +97,9 @@ def client() -> Iterator[Client]:
 @contextlib.contextmanager
 def _local_cluster() -> Iterator[Client]:
     """A client of a fresh two-worker LocalCluster (processes under nannies, two threads
-    each, dashboard off), both closed on leaving."""
+    each, its HTTP server on a free port), both closed on leaving."""
     cluster = LocalCluster(
-        n_workers=2, processes=True, threads_per_worker=2, host="127.0.0.1", dashboard_address=None
+        n_workers=2, processes=True, threads_per_worker=2, host="127.0.0.1", dashboard_address=":0"
     )
     try:
         with Client(cluster) as made:
