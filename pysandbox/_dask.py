@@ -41,7 +41,15 @@ from ._outcome import Outcome
 if TYPE_CHECKING:
     from ._runner import Runner
 
-__all__ = ["Settings", "connect", "map_on_cluster", "run_on_worker"]
+__all__ = [
+    "Settings",
+    "cancel_on_worker",
+    "check_client",
+    "connect",
+    "map_on_cluster",
+    "run_on_worker",
+    "worker_runners",
+]
 
 #: Tasks in flight per slot of the cluster: a worker that finishes a job finds the next
 #: one already there, and no more than this many tasks per slot wait.
