@@ -12,12 +12,15 @@ SOURCES = [
     "src/module.c",
     "src/spawn.c",
     "src/pump.c",
+    "src/kill.c",
+    "src/watchdog.c",
     "src/proctree.c",
     "src/seccomp_filter.c",
 ]
 INIT_SOURCE = "src/init.c"
 CFLAGS = ["-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden"]
-LDFLAGS: list[str] = []
+# The watchdog is a POSIX thread (libpthread on C libraries before glibc 2.34).
+LDFLAGS: list[str] = ["-pthread"]
 
 if os.environ.get("PYSANDBOX_STRICT"):
     CFLAGS.append("-Werror")

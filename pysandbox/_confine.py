@@ -21,6 +21,11 @@ from ._cgroup import CgroupUsage, SandboxCgroup, probe
 
 __all__ = ["Confinement", "confine"]
 
+#: Tasks the C core adds to the caller's count during a run, after the count is taken:
+#: the watchdog thread that keeps the limits while a callback runs.  A non-root caller's
+#: ``RLIMIT_NPROC`` leaves room for them, so the sandbox still gets all its processes.
+_CORE_THREADS = 1
+
 
 @dataclasses.dataclass(frozen=True)
 class Confinement:
@@ -103,7 +108,7 @@ def _without_cgroup(processes: int, base: list[tuple[int, int, int]], reason: st
         cap, by = processes, "RLIMIT_NPROC of the sandbox's own uid"
     else:
         hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
-        cap = _processes_of(os.getuid()) + processes
+        cap = _processes_of(os.getuid()) + _CORE_THREADS + processes
         if hard != resource.RLIM_INFINITY:
             cap = min(cap, hard)
         by = (

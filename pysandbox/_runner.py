@@ -238,7 +238,9 @@ class Runner:
     ) -> Result:
         """``pysandbox.run`` in a slot of this Runner, with its defaults: ``limits`` (None:
         the Runner's), ``readable`` and ``env`` added to the Runner's.  ``cancel`` also
-        ends a call still waiting for a slot (``Cancelled``)."""
+        ends a call still waiting for a slot (``Cancelled``).  The arguments are checked
+        before the wait (a ``stdin`` callback is first called, with ``b""``, then too)."""
+
         program = check_argv(argv)
         return self._result(
             program,

@@ -189,6 +189,15 @@ def _ending(result: Result) -> str:
     return f"exit code {result.returncode}"
 
 
+def _output_tails(result: Result) -> str:
+    """The last ``CHECK_TAIL_LINES`` lines of stdout and of stderr, each under a
+    ``--- stdout ---`` or ``--- stderr ---`` line, as ``Result.check`` quotes them."""
+    return (
+        f"--- stdout ---\n{_tail(result.stdout, result.stdout_truncated)}\n"
+        f"--- stderr ---\n{_tail(result.stderr, result.stderr_truncated)}"
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class Result:
     """What ``run`` and ``run_python`` return: how the program ended, its output, its
@@ -352,9 +361,7 @@ class Result:
             return self
         message = (
             f"sandboxed program failed: {self.status.name}, {_ending(self)}; "
-            f"CPU {self.cpu_time:.3f} s, wall {self.wall_time:.3f} s\n"
-            f"--- stdout ---\n{_tail(self.stdout, self.stdout_truncated)}\n"
-            f"--- stderr ---\n{_tail(self.stderr, self.stderr_truncated)}"
+            f"CPU {self.cpu_time:.3f} s, wall {self.wall_time:.3f} s\n{_output_tails(self)}"
         )
         raise SandboxFailure(message, self)
 

@@ -221,3 +221,18 @@ double sbx_cgroup_cpu_seconds(int fd)
     }
     return -1.0;
 }
+
+/*
+ * sbx_sandbox_cpu_seconds: the CPU seconds the sandbox under bwrap (root)
+ * has used, as the watcher counts them.  The tree's /proc figures miss
+ * children that were reaped by nobody (a parent that ignores SIGCHLD)
+ * between two samples; the sandbox's cgroup, when it has one (cgroup_cpu_fd
+ * >= 0), counts every task that ever ran in it, so the larger wins.
+ * Returns -1.0 when neither can be read.  Any thread; no GIL needed;
+ * allocates.
+ */
+double sbx_sandbox_cpu_seconds(pid_t root, int cgroup_cpu_fd)
+{
+    double used = sbx_tree_cpu_seconds(root), group = sbx_cgroup_cpu_seconds(cgroup_cpu_fd);
+    return group > used ? group : used;
+}

@@ -1,6 +1,7 @@
 /*
  * pump.c: the parent's loop around a running child.  Feeds stdin, captures
- * stdout and stderr under their caps, enforces the wall-clock deadline, and
+ * stdout and stderr under their caps, enforces the wall-clock deadline and
+ * the CPU limit (and has the watchdog enforce them while a hook runs), and
  * kills and reaps.  Uses poll (never select: the caller may hold fds above
  * 1024) and runs without the GIL; the hooks take it when they need it.
  */
@@ -12,8 +13,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,10 +23,6 @@
 #define READS_PER_WAKE 16
 /* After a kill, how long to wait for the sandbox's last writers to vanish. */
 #define KILL_GRACE_SEC 0.5
-/* After killing the sandbox's init, how long to wait for bwrap to exit by
- * itself before killing bwrap too, and how often to repeat the kill. */
-#define KILL_WAIT_SEC 2.0
-#define KILL_SLICE_SEC 0.02
 
 /*
  * sbx_monotonic: seconds on CLOCK_MONOTONIC.  Any thread, no GIL needed,
@@ -118,133 +113,6 @@ static void child_close_fds(struct sbx_child *child)
     close_fd(&child->pidfd);
 }
 
-/*
- * reap: wait for child->pid (blocking) and record its status and rusage.
- * The pid stays reserved until this wait, so a kill before it can never hit
- * a recycled pid.  Returns 1 when the status was collected, 0 when it was
- * lost (ECHILD: the host auto-reaps, SIGCHLD ignored, or another thread of
- * the host reaped it).  No GIL needed.
- */
-static int reap(struct sbx_child *child, int *wait_status, struct rusage *usage)
-{
-    pid_t got;
-    do {
-        got = wait4(child->pid, wait_status, __WALL, usage);
-    } while (got < 0 && errno == EINTR);
-    child->pid = -1;
-    return got > 0;
-}
-
-/*
- * child_has_exited: whether the child is a zombie waiting to be reaped, or
- * already gone (auto-reaped), without reaping it.  The fallback for kernels
- * without pidfds.
- */
-static int child_has_exited(pid_t pid)
-{
-    siginfo_t info;
-    memset(&info, 0, sizeof info);
-    if (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT | __WALL) != 0)
-        return errno == ECHILD;
-    return info.si_pid != 0;
-}
-
-/*
- * child_is_ours: whether child->pid is certainly still our unreaped child,
- * so that its /proc entries and pid name bwrap and nothing else.  With a
- * pidfd, signal 0 through it (a pidfd never names a recycled pid: ESRCH
- * means it was reaped, by the host's auto-reaping); without one, or on a
- * kernel without pidfd_send_signal, only while waitid shows it has not
- * exited.
- */
-static int child_is_ours(const struct sbx_child *child)
-{
-    if (child->pidfd >= 0) {
-        if (syscall(SYS_pidfd_send_signal, child->pidfd, 0, NULL, 0) == 0 || errno == EPERM)
-            return 1;
-        if (errno != ENOSYS)
-            return 0;
-    }
-    return !child_has_exited(child->pid);
-}
-
-/*
- * wait_for_exit: wait up to `seconds` for the child to exit, without
- * reaping it.  Returns 1 once it has exited (or is gone), 0 at the timeout.
- * Polls the pidfd; without one, checks waitid every few milliseconds.
- */
-static int wait_for_exit(const struct sbx_child *child, double seconds)
-{
-    double until = sbx_monotonic() + seconds;
-    for (;;) {
-        double left = until - sbx_monotonic();
-        if (child->pidfd >= 0) {
-            struct pollfd pidfd = {child->pidfd, POLLIN, 0};
-            int n = poll(&pidfd, 1, left > 0 ? (int)(left * 1000.0) + 1 : 0);
-            if (n > 0)
-                return 1;
-            if (n < 0 && errno != EINTR)
-                return child_has_exited(child->pid);
-        } else {
-            struct timespec pause = {0, 2000000L};
-            if (child_has_exited(child->pid))
-                return 1;
-            if (left > 0)
-                nanosleep(&pause, NULL);
-        }
-        if (left <= 0)
-            return 0;
-    }
-}
-
-/*
- * kill_and_reap: end the sandbox, wait until bwrap has exited, and reap
- * bwrap.  No-op once reaped.  Returns what reap returns.  No GIL needed.
- *
- * The sandbox's init (bwrap's child, pid 1 of the sandbox's pid namespace)
- * is killed, not bwrap: bwrap's monitor then reaps the init and exits by
- * itself.  The kernel ends every process of the namespace, and waits for
- * them to be reaped, before the init can be reaped; so once bwrap has
- * exited, nothing of the sandbox is left, not even a zombie, and this
- * returns only then.  Killing bwrap first would orphan the init, which
- * would then die (or linger as a zombie) under the host's pid 1 after the
- * call returned.  The kill is repeated every KILL_SLICE_SEC, since the init
- * may not exist yet when the sandbox is killed early (bwrap still building
- * it).  Only if bwrap has not exited after KILL_WAIT_SEC is it SIGKILLed
- * itself, as a last resort.
- *
- * bwrap's children are read from /proc and pinned with pidfds by
- * sbx_kill_children, and only while bwrap is certainly ours (child_is_ours):
- * after an auto-reap its pid may be another's.  bwrap itself is signalled
- * through its pidfd when there is one; without, only while it is our
- * unreaped child.
- */
-static int kill_and_reap(struct sbx_child *child, int *wait_status, struct rusage *usage)
-{
-    double until;
-    if (child->pid < 0)
-        return 0;
-    until = sbx_monotonic() + KILL_WAIT_SEC;
-    for (;;) {
-        if (!child_is_ours(child))
-            break;
-        sbx_kill_children(child->pid);
-        if (wait_for_exit(child, KILL_SLICE_SEC))
-            break;
-        if (sbx_monotonic() >= until) {
-            if (child->pidfd >= 0) {
-                if (syscall(SYS_pidfd_send_signal, child->pidfd, SIGKILL, NULL, 0) != 0 &&
-                    errno == ENOSYS)
-                    kill(child->pid, SIGKILL);
-            } else if (!child_has_exited(child->pid)) {
-                kill(child->pid, SIGKILL);
-            }
-            break;
-        }
-    }
-    return reap(child, wait_status, usage);
-}
-
 /* Which hook sees a stream's kept bytes. */
 enum { HOOK_NONE = 0, HOOK_STDOUT, HOOK_STDERR };
 
@@ -265,10 +133,63 @@ struct pump {
     struct sbx_outcome *outcome;
     struct stream streams[2 + SBX_MAX_CAPTURES]; /* stdout, stderr, the captures */
     int n_streams;
-    char *scratch; /* CHUNK_SIZE bytes, on the heap: threads may have small stacks */
+    char *scratch;                /* CHUNK_SIZE bytes, on the heap: threads may have small stacks */
+    struct sbx_watchdog watchdog; /* keeps the limits while a hook runs */
+    double ended_at; /* when the watchdog saw the sandbox end after its kill; -1: not */
 };
 
-enum { STREAM_OPEN = 0, STREAM_EOF = 1, STREAM_ERROR = -1, STREAM_ABORT = -2 };
+enum { STREAM_OPEN = 0, STREAM_EOF = 1, STREAM_ERROR = -1, STREAM_ABORT = -2, STREAM_KILLED = -3 };
+
+/*
+ * hook_returned: disarm the watchdog armed around a hook call and take what
+ * it saw into the outcome: its CPU sample, and the limit it killed the
+ * sandbox for (timed_out or cpu_exceeded, as the loop would have set them).
+ * Returns 1 when it killed the sandbox: the loop must end, and the sandbox
+ * is reaped as after any kill.
+ */
+static int hook_returned(struct pump *p)
+{
+    struct sbx_watch_report seen;
+    sbx_watchdog_disarm(&p->watchdog, &seen);
+    if (seen.cpu_used > p->outcome->tree_cpu_time)
+        p->outcome->tree_cpu_time = seen.cpu_used;
+    if (seen.fired == SBX_WATCH_NONE)
+        return 0;
+    if (seen.fired == SBX_WATCH_DEADLINE)
+        p->outcome->timed_out = 1;
+    else
+        p->outcome->cpu_exceeded = 1;
+    p->ended_at = seen.ended_at;
+    return 1;
+}
+
+enum { TICK_GO = 0, TICK_ABORT, TICK_KILLED };
+
+/*
+ * guarded_tick: the tick hook, with the watchdog armed around it: it waits
+ * for the GIL, and the signal handlers it runs are the caller's Python
+ * code.  Returns TICK_ABORT when the hook asked to abort, else TICK_KILLED
+ * when the watchdog killed the sandbox meanwhile, else TICK_GO.
+ */
+static int guarded_tick(struct pump *p)
+{
+    const struct sbx_hooks *hooks = &p->config->hooks;
+    int verdict, killed;
+    sbx_watchdog_arm(&p->watchdog);
+    verdict = hooks->tick(hooks->ctx);
+    killed = hook_returned(p);
+    return verdict != 0 ? TICK_ABORT : killed ? TICK_KILLED : TICK_GO;
+}
+
+/*
+ * has_hook: whether stream s has a hook and the caller set it.
+ */
+static int has_hook(const struct pump *p, const struct stream *s)
+{
+    const struct sbx_hooks *hooks = &p->config->hooks;
+    return (s->hook == HOOK_STDOUT && hooks->on_stdout != NULL) ||
+           (s->hook == HOOK_STDERR && hooks->on_stderr != NULL);
+}
 
 /*
  * call_hook: pass len kept bytes of stream s to its hook (on_stdout with
@@ -293,8 +214,10 @@ static int call_hook(struct pump *p, const struct stream *s, const char *data, s
  * stream's buffer; once it is full, reads go to the scratch buffer and are
  * dropped, and any such byte marks the stream truncated (so exactly `cap`
  * bytes is not truncation, one more is).  Closes the fd at EOF.  With
- * with_hooks, passes each kept chunk to the stream's hook as it is read.
- * Returns a STREAM_* value (errno set for STREAM_ERROR).
+ * with_hooks (only while the child is unreaped), passes each kept chunk to
+ * the stream's hook as it is read, with the watchdog armed.  Returns a
+ * STREAM_* value (errno set for STREAM_ERROR; STREAM_KILLED when the
+ * watchdog killed the sandbox during the hook).
  */
 static int drain_stream(struct pump *p, struct stream *s, int with_hooks)
 {
@@ -328,8 +251,16 @@ static int drain_stream(struct pump *p, struct stream *s, int with_hooks)
             continue;
         }
         s->buf->len += (size_t)n;
-        if (with_hooks && call_hook(p, s, into, (size_t)n, p->input) != 0)
-            return STREAM_ABORT;
+        if (with_hooks && has_hook(p, s)) {
+            int verdict, killed;
+            sbx_watchdog_arm(&p->watchdog);
+            verdict = call_hook(p, s, into, (size_t)n, p->input);
+            killed = hook_returned(p);
+            if (verdict != 0)
+                return STREAM_ABORT;
+            if (killed)
+                return STREAM_KILLED;
+        }
     }
     return STREAM_OPEN;
 }
@@ -467,21 +398,16 @@ static int poll_timeout_ms(double now, double deadline, double next_tick, int ha
 }
 
 /*
- * cpu_limit_passed: sample the CPU time of the whole tree under bwrap and
- * tell whether it passed config->cpu_limit (then cpu_exceeded is set).  The
- * tree's /proc figures miss children that were reaped by nobody (a parent
- * that ignores SIGCHLD) between two samples; the sandbox's cgroup, when it
- * has one, counts every task that ever ran in it, so the larger wins.
+ * cpu_limit_passed: sample the CPU time of the sandbox (the tree under
+ * bwrap, or its cgroup's counter when larger) and tell whether it passed
+ * config->cpu_limit (then cpu_exceeded is set).
  */
 static int cpu_limit_passed(struct pump *p)
 {
-    double used, group;
+    double used;
     if (p->config->cpu_limit <= 0 || p->child->pid < 0)
         return 0;
-    used = sbx_tree_cpu_seconds(p->child->pid);
-    group = sbx_cgroup_cpu_seconds(p->config->cgroup_cpu_fd);
-    if (group > used)
-        used = group;
+    used = sbx_sandbox_cpu_seconds(p->child->pid, p->config->cgroup_cpu_fd);
     if (used > p->outcome->tree_cpu_time)
         p->outcome->tree_cpu_time = used;
     if (used < p->config->cpu_limit)
@@ -519,8 +445,13 @@ static int pump_loop(struct pump *p, double started, int *exited)
         }
         if (now >= next_tick) {
             next_tick = now + SBX_TICK_MS / 1000.0;
-            if (hooks->tick != NULL && hooks->tick(hooks->ctx) != 0)
-                return SBX_PUMP_ABORTED;
+            if (hooks->tick != NULL) {
+                int verdict = guarded_tick(p);
+                if (verdict == TICK_ABORT)
+                    return SBX_PUMP_ABORTED;
+                if (verdict == TICK_KILLED)
+                    return SBX_PUMP_DONE;
+            }
             if (cpu_limit_passed(p))
                 return SBX_PUMP_DONE;
         }
@@ -548,6 +479,8 @@ static int pump_loop(struct pump *p, double started, int *exited)
                 return SBX_PUMP_FAILED;
             if (stream == STREAM_ABORT)
                 return SBX_PUMP_ABORTED;
+            if (stream == STREAM_KILLED)
+                return SBX_PUMP_DONE;
         }
         if (p->config->kill_on_cap && (outcome->stdout_truncated || outcome->stderr_truncated)) {
             outcome->killed_on_cap = 1;
@@ -558,8 +491,8 @@ static int pump_loop(struct pump *p, double started, int *exited)
             input->pending.len = 0;
         else if (input->pending.len == 0 && input->close_when_done)
             close_fd(&child->in_fd);
-        if (child->pidfd >= 0 ? fds[pid_slot].revents != 0 : child_has_exited(child->pid)) {
-            outcome->status_known = reap(child, &outcome->wait_status, &outcome->usage);
+        if (child->pidfd >= 0 ? fds[pid_slot].revents != 0 : sbx_child_has_exited(child->pid)) {
+            outcome->status_known = sbx_reap(child, &outcome->wait_status, &outcome->usage);
             *exited = 1;
             return SBX_PUMP_DONE;
         }
@@ -572,17 +505,26 @@ static int pump_loop(struct pump *p, double started, int *exited)
  * was aborted, the output hooks see every byte that ends up in
  * outcome->out and outcome->err, in order, once each.
  *
+ * While a hook runs in the loop, a watchdog thread (started here when there
+ * are hooks, joined before the reap) kills the sandbox at the deadline or
+ * past the CPU limit; the run then ends when the hook returns, with the
+ * verdict the loop would have given, and wall_time says when the sandbox
+ * ended, not when the hook returned.
+ *
  * Contract: the child is always reaped (or found auto-reaped) and its fds
  * closed on return; outcome->out/err/captures are owned by the caller (free
- * with sbx_buffer_free) on every path.  Returns SBX_PUMP_DONE,
- * SBX_PUMP_ABORTED (a hook returned non-zero; the hook has recorded why) or
- * SBX_PUMP_FAILED (errno set).  Runs without the GIL; thread-safe.
+ * with sbx_buffer_free) on every path; no thread is left running.  Returns
+ * SBX_PUMP_DONE, SBX_PUMP_ABORTED (a hook returned non-zero; the hook has
+ * recorded why) or SBX_PUMP_FAILED (errno set; also when the watchdog could
+ * not be started).  Runs without the GIL; thread-safe.
  */
 int sbx_pump(struct sbx_child *child, struct sbx_input *input, const struct sbx_pump_config *config,
              struct sbx_outcome *outcome, double started)
 {
     struct pump p;
     int result, saved_errno = 0, exited = 0;
+    int watched = config->hooks.tick != NULL || config->hooks.on_stdout != NULL ||
+                  config->hooks.on_stderr != NULL;
     size_t i, seen[2];
 
     memset(&p, 0, sizeof p);
@@ -600,24 +542,38 @@ int sbx_pump(struct sbx_child *child, struct sbx_input *input, const struct sbx_
             (struct stream){&child->capture_fds[i], &outcome->captures[i], config->capture_caps[i],
                             &outcome->captures_truncated[i], HOOK_NONE};
     outcome->tree_cpu_time = -1.0;
+    p.ended_at = -1.0;
     p.scratch = malloc(CHUNK_SIZE);
-    if (p.scratch == NULL) {
-        kill_and_reap(child, &outcome->wait_status, &outcome->usage);
+    if (p.scratch == NULL)
+        saved_errno = ENOMEM;
+    else if (watched && sbx_watchdog_start(&p.watchdog, child, started + config->timeout_sec,
+                                           config->cpu_limit, config->cgroup_cpu_fd) != 0)
+        saved_errno = errno;
+    if (saved_errno != 0) {
+        /* Never run a hook unwatched: fail before the first. */
+        sbx_kill_and_reap(child, &outcome->wait_status, &outcome->usage);
         child_close_fds(child);
-        errno = ENOMEM;
+        free(p.scratch);
+        errno = saved_errno;
         return SBX_PUMP_FAILED;
     }
 
     result = pump_loop(&p, started, &exited);
     if (result == SBX_PUMP_FAILED)
         saved_errno = errno;
+    /* No hook runs from here on but deliver_rest's, after the reap: nothing
+     * left to watch. */
+    if (watched)
+        sbx_watchdog_stop(&p.watchdog);
     /* Until here the hooks saw every kept byte as it was read. */
     seen[0] = outcome->out.len;
     seen[1] = outcome->err.len;
     close_fd(&child->in_fd);
     if (!exited)
-        outcome->status_known = kill_and_reap(child, &outcome->wait_status, &outcome->usage);
-    outcome->wall_time = sbx_monotonic() - started;
+        outcome->status_known = sbx_kill_and_reap(child, &outcome->wait_status, &outcome->usage);
+    /* The sandbox's end: when the watchdog saw it end after its kill, not
+     * when the hook returned and the pump reaped it. */
+    outcome->wall_time = (p.ended_at >= 0 ? p.ended_at : sbx_monotonic()) - started;
     if (drain_after_exit(&p, exited ? 0.0 : KILL_GRACE_SEC) != 0 && result == SBX_PUMP_DONE) {
         saved_errno = errno;
         result = SBX_PUMP_FAILED;

@@ -8,6 +8,7 @@
 #ifndef PYSANDBOX_SANDBOX_H
 #define PYSANDBOX_SANDBOX_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -132,8 +133,9 @@ struct sbx_input {
  *              after the child ended: no reply can be written then.
  *              NULL: none.
  *   on_stderr: the same for stderr, without input.  NULL: none.
- * While a hook runs the deadline and the CPU watcher wait: the pump checks
- * them when it returns (output caps hold: nothing more is read meanwhile).
+ * While a hook runs, the watchdog (watchdog.c) enforces the deadline and the
+ * CPU limit: it kills the sandbox when they pass, and the pump reaps it when
+ * the hook returns (output caps hold: nothing more is read meanwhile).
  */
 #define SBX_TICK_MS 50
 
@@ -184,9 +186,59 @@ enum { SBX_PUMP_DONE = 0, SBX_PUMP_ABORTED = 1, SBX_PUMP_FAILED = -1 };
 int sbx_pump(struct sbx_child *child, struct sbx_input *input, const struct sbx_pump_config *config,
              struct sbx_outcome *outcome, double started);
 
+/* Ending the sandbox (kill.c); any thread, no GIL. */
+#define SBX_KILL_SLICE_SEC 0.02 /* how often a kill is repeated until bwrap exits */
+enum { SBX_KILL_GONE = 0, SBX_KILL_SENT = 1, SBX_KILL_LAST = 2 };
+
+int sbx_reap(struct sbx_child *child, int *wait_status, struct rusage *usage);
+int sbx_child_has_exited(pid_t pid);
+int sbx_child_gone(const struct sbx_child *child);
+int sbx_kill_step(const struct sbx_child *child, double since);
+int sbx_kill_and_reap(struct sbx_child *child, int *wait_status, struct rusage *usage);
+
+/*
+ * The watchdog (watchdog.c): a thread that enforces the deadline and the CPU
+ * limit while the pump's thread is inside a hook, which may run Python code
+ * for as long as it likes.  Armed around each hook call; it looks every
+ * SBX_TICK_MS (and at the deadline) and, once a limit passed, kills every
+ * SBX_KILL_SLICE_SEC until bwrap has exited.  It never reaps and never
+ * touches a Python object.  The fields below the lock are the lock's.
+ */
+enum { SBX_WATCH_NONE = 0, SBX_WATCH_DEADLINE, SBX_WATCH_CPU };
+
+struct sbx_watchdog {
+    const struct sbx_child *child; /* read only while armed */
+    double deadline;               /* sbx_monotonic() */
+    double cpu_limit;              /* 0: not watched */
+    int cgroup_cpu_fd;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    int armed;
+    int stopping;
+    int fired;       /* SBX_WATCH_*: which limit passed while a hook ran */
+    double fired_at; /* when it fired */
+    double ended_at; /* when bwrap was seen exited after the kill; -1: not seen */
+    double cpu_used; /* the largest CPU sample; -1: none */
+};
+
+/* What the watchdog saw during one hook call. */
+struct sbx_watch_report {
+    int fired;
+    double ended_at;
+    double cpu_used;
+};
+
+int sbx_watchdog_start(struct sbx_watchdog *w, const struct sbx_child *child, double deadline,
+                       double cpu_limit, int cgroup_cpu_fd);
+void sbx_watchdog_arm(struct sbx_watchdog *w);
+void sbx_watchdog_disarm(struct sbx_watchdog *w, struct sbx_watch_report *report);
+void sbx_watchdog_stop(struct sbx_watchdog *w);
+
 double sbx_monotonic(void);
 double sbx_tree_cpu_seconds(pid_t root);
 double sbx_cgroup_cpu_seconds(int fd);
+double sbx_sandbox_cpu_seconds(pid_t root, int cgroup_cpu_fd);
 void sbx_kill_children(pid_t parent);
 int sbx_seccomp_program(char **program, size_t *length);
 

@@ -376,6 +376,7 @@ def test_result_fields_are_the_spec() -> None:
         "files",
         "files_truncated",
         "executables",
+        "queued_time",
     ]
 
 

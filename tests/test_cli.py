@@ -483,3 +483,18 @@ def test_readme_command_line_examples_print_what_they_show(tmp_path: Path) -> No
         )
         printed = done.stdout.decode().rstrip()
         assert _measures_masked(printed) == _measures_masked(shown), printed
+
+
+def test_the_command_line_imports_no_asyncio_until_an_async_form_is_used() -> None:
+    """asyncio's import is about 30 ms of every command line's start-up: the package
+    loads its async forms only when one is asked for."""
+    check = (
+        "import sys, pysandbox._cli\n"
+        "before = 'asyncio' in sys.modules\n"
+        "pysandbox.run_async\n"
+        "print(before, 'asyncio' in sys.modules)\n"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", check], capture_output=True, text=True, check=True
+    ).stdout
+    assert shown.split() == ["False", "True"]

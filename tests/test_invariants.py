@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import pytest
 from conftest import children_of, pids_with_marker, survivors
-from helpers import PROMPTLY, slow
+from helpers import KILL_LATENCY, PROMPTLY, slow
 
 from pysandbox import ProcessOutput, SandboxError, eval_in_sandbox
 
@@ -396,6 +396,56 @@ def test_ctrl_c_kills_the_sandbox_and_raises_keyboard_interrupt() -> None:
     assert stdout.split() == ["calling"]
     assert proc.returncode in (-signal.SIGINT, 1, 130), proc.returncode
     assert survivors(marker) == [], "the sandbox outlived Ctrl-C"
+
+
+SLOW_SIGNAL_HANDLER_SCRIPT = """
+import json, os, signal, sys, threading, time
+from pysandbox import Limits, run_python
+
+marker = os.environ["SANDBOX_MARKER"]
+seen = {}
+
+def sandbox_pids():
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                if marker.encode() in cmdline.read():
+                    found.append(int(entry))
+        except (OSError, ValueError):
+            pass
+    return found
+
+def slow_handler(signum, frame):
+    seen["before"] = sandbox_pids()
+    time.sleep(3.0)
+    seen["after"] = sandbox_pids()
+
+def signal_once_running():
+    while not sandbox_pids():
+        time.sleep(0.01)
+    os.kill(os.getpid(), signal.SIGUSR1)
+
+signal.signal(signal.SIGUSR1, slow_handler)
+threading.Thread(target=signal_once_running, daemon=True).start()
+code = "import time\\ntime.sleep(60)\\n"
+result = run_python(code, args=[marker], limits=Limits(wall_time=1.0))
+print(json.dumps({"status": result.status.name, "wall_time": result.wall_time, **seen}))
+"""
+
+
+def test_the_wall_time_holds_while_a_signal_handler_runs() -> None:
+    """The C core runs the caller's signal handlers at its tick (a hook too): one that
+    sleeps 3 s past the wall limit does not keep the sandbox alive meanwhile."""
+    marker = unique_marker()
+    proc = run_script(SLOW_SIGNAL_HANDLER_SCRIPT, env={"SANDBOX_MARKER": marker})
+    survivors(marker, within=0)
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout)
+    assert seen["status"] == "WALL_TIME_EXCEEDED", seen
+    assert seen["before"], "the program was not running when the handler began"
+    assert seen["after"] == [], "the sandbox was still running when the handler woke"
+    assert 1.0 <= seen["wall_time"] < 1.0 + KILL_LATENCY, seen
 
 
 # --------------------------------------------------------------------------- 5. GIL released

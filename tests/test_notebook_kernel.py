@@ -132,7 +132,7 @@ def test_a_notebook_runs_sandboxed_cells_and_survives_an_interrupt(
     assert _text(loaded).strip() == pysandbox.__file__  # the installed package
     assert _text(hello) == "hello from /sandbox/main.py\n"
     (verdict,) = [o for o in hello.outputs if o["output_type"] == "display_data"]
-    assert verdict["data"]["text/plain"].startswith("sandbox: OK, exit code 0;")
+    assert verdict["data"]["text/plain"].startswith("pysandbox: ok, exit 0, cpu ")
 
     assert _text(spun) == "spinning\n"  # shown live: the cell never returned a result
     (error,) = [o for o in spun.outputs if o["output_type"] == "error"]

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 from conftest import children_of, pids_with_marker, survivors, unique_marker
-from helpers import KILL_LATENCY, PROMPTLY
+from helpers import KILL_LATENCY, PROMPTLY, cpu_overshoot
 
 from pysandbox import Limits, Result, Status, run, run_async, run_python, run_python_async
 
@@ -172,10 +172,11 @@ def test_an_exception_in_the_stdin_callback_propagates_as_it_is(error: BaseExcep
     assert children_of(os.getpid()) == []
 
 
-def test_a_slow_callback_does_not_stretch_the_wall_time() -> None:
+def test_a_slow_callback_still_sees_exactly_the_output_kept() -> None:
     """The callback sleeps twice the wall limit on the first chunk while the program
-    writes on; the run ends as soon as it returns, killed for its wall time, and the
-    output callbacks still see exactly the output kept (the pipe filled meanwhile)."""
+    writes on; the sandbox is killed at its wall time, the run ends when the callback
+    returns, and the output callbacks still see exactly the output kept (the pipe filled
+    meanwhile)."""
     wall, nap = 1.0, 2.0
     out = Recorder()
 
@@ -186,20 +187,138 @@ def test_a_slow_callback_does_not_stretch_the_wall_time() -> None:
 
     code = "import sys\nwhile True:\n    sys.stdout.write('z' * 4096)\n"
     limits = Limits(wall_time=wall, stdout=64 * 2**20, cpu_time=30)
+    start = time.monotonic()
     result = run_python(code, on_stdout=slow, limits=limits)
+    assert time.monotonic() - start >= nap
     assert result.status is Status.WALL_TIME_EXCEEDED, describe(result)
-    assert nap <= result.wall_time < nap + KILL_LATENCY + PROMPTLY
+    assert wall <= result.wall_time < wall + KILL_LATENCY
     assert out.joined() == result.stdout
 
 
-def test_a_slow_callback_does_not_stretch_the_cpu_time() -> None:
-    def slow(chunk: bytes) -> None:
-        time.sleep(3.0)
+# Every limit holds while a callback runs: the C core's watchdog kills the sandbox at the
+# deadline or past the CPU limit while the callback still sleeps.
 
-    code = "print('burn', flush=True)\nwhile True:\n    pass\n"
-    result = run_python(code, on_stdout=slow, limits=Limits(cpu_time=0.5, wall_time=30))
+#: Seconds a slow callback sleeps on its first chunk: far past the limits below, so a
+#: limit that waits for the callback to return shows in the CPU time and in the processes
+#: still alive when it wakes.
+NAP = 3.0
+
+#: A program that says so on both streams, with the marker in its command line.
+SAYS_READY = "import sys\nprint('ready', flush=True)\nprint('ready', file=sys.stderr, flush=True)\n"
+
+#: The hooks a slow callback can be: the output callbacks and the stdin callback.
+HOOKS = ["on_stdout", "on_stderr", "stdin"]
+
+
+class Napper:
+    """A callback (output or stdin) that, on its first chunk, notes which processes of
+    the sandbox are running (host-side, by the marker in their command line; a zombie
+    has none), sleeps ``NAP`` seconds, and notes them again."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+        self.before: list[int] | None = None
+        self.after: list[int] | None = None
+
+    def __call__(self, chunk: bytes) -> bytes:
+        # The stdin callback is first asked with b"", before the sandbox starts.
+        if chunk and self.before is None:
+            self.before = pids_with_marker(self.marker)
+            time.sleep(NAP)
+            self.after = pids_with_marker(self.marker)
+        return b""
+
+
+def run_with_napper(hook: str, code: str, limits: Limits) -> tuple[Result, Napper, float]:
+    """Run ``code`` with a ``Napper`` as ``hook``; the result, the napper, the call's
+    duration.  Whatever survived the call is killed (and fails the test's asserts)."""
+    marker = unique_marker()
+    napper = Napper(marker)
+    start = time.monotonic()
+    result = run_python(code, args=[marker], limits=limits, **{hook: napper})  # type: ignore[arg-type]
+    took = time.monotonic() - start
+    survivors(marker, within=0)
+    assert napper.before, "the program was not running when the callback began"
+    return result, napper, took
+
+
+@pytest.mark.parametrize("hook", HOOKS)
+def test_the_cpu_limit_holds_while_a_callback_runs(hook: str) -> None:
+    """The program burns CPU while the callback sleeps: the tree is killed once it passed
+    its CPU limit, not when the callback returns (it would have burnt ``NAP`` s)."""
+    code = SAYS_READY + "while True:\n    pass\n"
+    limit = 0.5
+    result, napper, took = run_with_napper(hook, code, Limits(cpu_time=limit, wall_time=30))
     assert result.status is Status.CPU_TIME_EXCEEDED, describe(result)
-    assert result.wall_time < 30
+    assert napper.after == [], "the sandbox was still running when the callback woke"
+    assert limit <= result.cpu_time < limit + cpu_overshoot(1), describe(result)
+    assert took >= NAP, "the call returned before the callback did"
+
+
+@pytest.mark.parametrize("hook", HOOKS)
+def test_the_wall_time_holds_while_a_callback_runs(hook: str) -> None:
+    """The program sleeps while the callback sleeps past the wall limit: the sandbox is
+    killed at the deadline, and its wall time says so."""
+    code = SAYS_READY + "import time\ntime.sleep(60)\n"
+    wall = 1.0
+    result, napper, took = run_with_napper(hook, code, Limits(wall_time=wall, cpu_time=30))
+    assert result.status is Status.WALL_TIME_EXCEEDED, describe(result)
+    assert napper.after == [], "the sandbox was still running when the callback woke"
+    assert wall <= result.wall_time < wall + KILL_LATENCY, describe(result)
+    assert took >= NAP, "the call returned before the callback did"
+
+
+def test_the_wall_time_holds_while_an_async_callback_is_awaited() -> None:
+    """The same for a coroutine callback of ``run_python_async``: the run's thread waits
+    for the event loop, and the watchdog kills the sandbox meanwhile."""
+    marker = unique_marker()
+    seen: dict[str, list[int]] = {}
+
+    async def nap(chunk: bytes) -> None:
+        if not seen:
+            seen["before"] = pids_with_marker(marker)
+            await asyncio.sleep(NAP)
+            seen["after"] = pids_with_marker(marker)
+
+    code = SAYS_READY + "import time\ntime.sleep(60)\n"
+    wall = 1.0
+    result = asyncio.run(
+        run_python_async(code, args=[marker], on_stdout=nap, limits=Limits(wall_time=wall))
+    )
+    survivors(marker, within=0)
+    assert result.status is Status.WALL_TIME_EXCEEDED, describe(result)
+    assert seen["before"], "the program was not running when the callback began"
+    assert seen["after"] == [], "the sandbox was still running when the callback woke"
+    assert wall <= result.wall_time < wall + KILL_LATENCY, describe(result)
+
+
+def test_the_watchdog_thread_is_joined_on_every_path() -> None:
+    """The C core's watchdog is a thread of this process: after runs that end normally,
+    by a limit while a callback sleeps, and by a callback's exception after the sandbox
+    was killed, the process has the threads it had before, and the sandbox is gone."""
+    marker = unique_marker()
+
+    def threads() -> set[str]:
+        return set(os.listdir("/proc/self/task"))
+
+    def sleep_then(error: BaseException | None) -> Callable[[bytes], None]:
+        def callback(chunk: bytes) -> None:
+            time.sleep(1.0)
+            if error is not None:
+                raise error
+
+        return callback
+
+    burn = "print(1, flush=True)\nwhile True:\n    pass\n"
+    wait = "print(1, flush=True)\nimport time\ntime.sleep(60)\n"
+    before = threads()
+    assert run_python("print('ok')", args=[marker], on_stdout=Recorder()).status is Status.OK
+    burnt = run_python(burn, args=[marker], on_stdout=sleep_then(None), limits=Limits(cpu_time=0.2))
+    assert burnt.status is Status.CPU_TIME_EXCEEDED, describe(burnt)
+    with pytest.raises(Boom):
+        run_python(wait, args=[marker], on_stdout=sleep_then(Boom()), limits=Limits(wall_time=0.5))
+    assert threads() == before
+    assert survivors(marker, within=0) == []
 
 
 @pytest.mark.parametrize("stream", ["on_stdout", "on_stderr"])

@@ -101,6 +101,8 @@ def test_sdist_builds_and_contains_the_sources(tmp_path: Path) -> None:
         "pysandbox/_sandbox.pyi",
         "pysandbox/py.typed",
         "tests/conftest.py",
+        "examples/grader/conftest.py",
+        "examples/grader/submissions/partial/sum.c",
         "setup.py",
         "LICENSE",
         "CONTRIBUTING.rst",
@@ -117,7 +119,9 @@ def test_sdist_builds_and_contains_the_sources(tmp_path: Path) -> None:
     assert list(tmp_path.glob("pysandbox-*.whl"))
 
 
-@pytest.mark.parametrize("document", ["README.rst", "CONTRIBUTING.rst"])
+@pytest.mark.parametrize(
+    "document", ["README.rst", "CONTRIBUTING.rst", "examples/grader/README.rst"]
+)
 def test_documents_are_valid_restructuredtext(document: str) -> None:
     import docutils.core
 

@@ -1,0 +1,25 @@
+"""echo_upper.py, a program that reads standard input: run against several inputs."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import Submission
+
+from pysandbox.pytest_plugin import Sandbox
+
+
+@pytest.mark.sandbox(cpu_time="500ms")  # echoing a few lines takes a few milliseconds
+@pytest.mark.points(2)
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("hello\n", "HELLO\n"),
+        ("two\nlines\n", "TWO\nLINES\n"),
+        ("", ""),
+    ],
+    ids=["one-line", "two-lines", "empty"],
+)
+def test_echo_upper(sandbox: Sandbox, submission: Submission, given: str, expected: str) -> None:
+    program = submission.read("echo_upper.py").decode()
+    result = sandbox.run_python(program, stdin=given).check()
+    assert result.stdout_text() == expected
