@@ -8,6 +8,7 @@ sandboxes of a left loop killed, and a worker killed with SIGKILL mid-batch."""
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import signal
@@ -25,6 +26,7 @@ from conftest import pids_with_marker, survivors, unique_marker
 from distributed import Client, LocalCluster
 from helpers import PROMPTLY, slow
 from test_runner import gated, wait_until
+from tqdm import tqdm
 
 from pysandbox import Job, Outcome, Runner
 from pysandbox._dask import WINDOW_PER_SLOT, connect, worker_runners
@@ -114,12 +116,16 @@ def _worker_pids(client: Client) -> dict[str, int]:
 
 
 def test_a_map_on_a_cluster_gives_each_job_its_outcome(client: Client) -> None:
-    """Twenty jobs, as they end and in input order: one outcome per id, each right, and
-    the work done by Runners made in the worker processes, not by the caller."""
+    """Twenty jobs, as they end and in input order: one outcome per id, each right,
+    counted on a tqdm bar, and the work done by Runners made in the worker processes,
+    not by the caller."""
     jobs = [Job(id=i, code=f"print({i} * {i})") for i in range(19)] + [Job(code="print(361)")]
+    bar = tqdm(total=len(jobs), file=io.StringIO())
     with Runner(max_concurrent=2) as runner:
-        as_they_end = list(runner.map(jobs, client=client))
+        as_they_end = list(runner.map(jobs, client=client, progress=bar))
         in_order = list(runner.map(jobs, client=client, ordered=True))
+        not_all_jobs: list[object] = [Job(code="print(1)"), "print(2)"]
+        mixed = list(runner.map(not_all_jobs, client=client, ordered=True))  # type: ignore[arg-type]
         assert runner.running == 0
     assert sorted(o.id for o in as_they_end) == list(range(20))  # type: ignore[type-var]
     assert [o.id for o in in_order] == list(range(20))
@@ -127,6 +133,10 @@ def test_a_map_on_a_cluster_gives_each_job_its_outcome(client: Client) -> None:
         assert all(
             o.result is not None and o.result.stdout == f"{o.id**2}\n".encode() for o in outcomes
         )  # type: ignore[operator]
+    assert mixed[0].result is not None and mixed[0].result.stdout == b"1\n"
+    assert (mixed[1].id, mixed[1].error_type) == (1, "TypeError")
+    assert bar.n == 20
+    assert bar.postfix == "OK=20"
     caps = client.run(lambda: [r.max_concurrent for r in worker_runners()])
     assert sum(len(made) for made in caps.values()) >= 1
     assert all(cap == [2] for cap in caps.values() if cap)
