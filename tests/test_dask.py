@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,10 @@ def _local_cluster() -> Iterator[Client]:
             yield made
     finally:
         cluster.close()
+        # The nannies spawned their workers, which started multiprocessing's resource
+        # tracker as a child of this process; other tests sharing the process assert it
+        # has no children, so it goes with the cluster (the next spawn starts it again).
+        resource_tracker._resource_tracker._stop()  # type: ignore[attr-defined]
 
 
 def _worker_pids(client: Client) -> dict[str, int]:
