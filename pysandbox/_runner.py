@@ -425,7 +425,12 @@ class Runner:
         return Outcome(job.id, result)
 
     def map(
-        self, jobs: Iterable[Job], *, ordered: bool = False, progress: object = False
+        self,
+        jobs: Iterable[Job],
+        *,
+        ordered: bool = False,
+        progress: object = False,
+        client: object = None,
     ) -> Iterator[Outcome]:
         """Run many jobs, at most ``max_concurrent`` at once, and yield one ``Outcome`` per
         job as each ends (``ordered=True``: in input order).
@@ -440,8 +445,13 @@ class Runner:
             with the count of each verdict; needs ``pip install pysandbox[progress]``,
             else ``ImportError``.  A tqdm bar (or any object with ``update`` and
             ``set_postfix``) is used as it is and left open.
-        :raises TypeError: ``jobs`` is not iterable, ``ordered`` not a bool, or
-            ``progress`` neither a bool nor a bar; checked when ``map`` is called.
+        :param client: a ``distributed.Client``: the jobs run on the workers of its Dask
+            cluster, each worker process with a Runner of this one's settings, so
+            ``max_concurrent`` caps each worker process (README, *Dask*); needs
+            ``pip install pysandbox[dask]``.
+        :raises TypeError: ``jobs`` is not iterable, ``ordered`` not a bool,
+            ``progress`` neither a bool nor a bar, or ``client`` not a Client; checked
+            when ``map`` is called.
         :raises RuntimeError: the Runner is closed, or is closed during the map.
         """
         if isinstance(jobs, (str, bytes, Mapping)) or not isinstance(jobs, Iterable):
@@ -451,15 +461,24 @@ class Runner:
         check_progress(progress)
         if self.closed:
             raise RuntimeError("the Runner is closed: make a new Runner to run more")
+        if client is not None:
+            from ._dask import check_client, map_on_cluster
+
+            check_client(client)
         total = len(jobs) if isinstance(jobs, Sequence) else None
         bar = open_bar(total) if progress is True else (None if progress is False else progress)
-        outcomes = map_jobs(
-            lambda job, cancel: self.run_job(job, cancel=cancel),
-            jobs,
-            workers=self.max_concurrent,
-            ordered=ordered,
-            closed=lambda: self.closed,
-        )
+        if client is not None:
+            outcomes = map_on_cluster(
+                self, client, jobs, ordered=ordered, closed=lambda: self.closed
+            )
+        else:
+            outcomes = map_jobs(
+                lambda job, cancel: self.run_job(job, cancel=cancel),
+                jobs,
+                workers=self.max_concurrent,
+                ordered=ordered,
+                closed=lambda: self.closed,
+            )
         return _counted(outcomes, bar, owned=progress is True)
 
 
