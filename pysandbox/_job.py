@@ -18,7 +18,7 @@ from ._file import File
 from ._files import name_problem
 from ._limits import Limits
 from ._options import LIMIT_OPTIONS
-from ._run import check_argv, check_env, check_python
+from ._run import as_bytes, check_argv, check_env, check_python
 from ._types import decode_text, encode_text
 
 __all__ = ["Job", "JobId"]
@@ -42,13 +42,8 @@ def _check_stdin(value: object) -> bytes | None:
     """``stdin`` as bytes (str as UTF-8): a job's input is data, never a callback."""
     if value is None:
         return None
-    if isinstance(value, str):
-        try:
-            return value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise ValueError(f"stdin is not encodable as UTF-8: {exc.reason}") from None
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value)
+    if isinstance(value, (str, bytes, bytearray, memoryview)):
+        return as_bytes(value, "stdin")
     raise TypeError(f"stdin must be bytes, str or None, not {type(value).__name__}")
 
 

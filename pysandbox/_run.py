@@ -20,6 +20,7 @@ from ._types import Result
 __all__ = [
     "OnOutput",
     "Stdin",
+    "as_bytes",
     "build_plan",
     "check_argv",
     "check_env",
@@ -123,7 +124,8 @@ def check_env(env: object) -> list[str]:
     return options
 
 
-def _as_bytes(data: bytes | str, what: str) -> bytes:
+def as_bytes(data: bytes | bytearray | memoryview | str, what: str) -> bytes:
+    """``data`` as bytes (str as UTF-8); errors name ``what``."""
     if isinstance(data, str):
         try:
             return data.encode("utf-8")
@@ -141,12 +143,12 @@ def _stdin_plan(
     if stdin is None:
         return b"", None
     if not callable(stdin):
-        return _as_bytes(stdin, "stdin"), None
+        return as_bytes(stdin, "stdin"), None
     callback = stdin
 
     def reply_to(chunk: bytes) -> bytes | None:
         reply = callback(chunk)
-        return None if reply is None else _as_bytes(reply, "the stdin callback's reply")
+        return None if reply is None else as_bytes(reply, "the stdin callback's reply")
 
     first = reply_to(b"")
     if first is None:
