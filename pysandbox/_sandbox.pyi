@@ -46,4 +46,39 @@ def run(
     cgroup_cpu_fd: int = ...,
     cgroup_dir_fd: int = ...,
 ) -> RawResult: ...
+def start(
+    argv: Sequence[str | bytes],
+    env: Sequence[str | bytes],
+    *,
+    rlimits: Sequence[tuple[int, int, int]] = ...,
+    pass_fds: Sequence[int] = ...,
+    captures: Sequence[int] = ...,
+    cgroup_procs: Sequence[int] = ...,
+    cgroup_dir_fd: int = ...,
+) -> Sandbox: ...
+
+class Sandbox:
+    @property
+    def pid(self) -> int: ...
+    def pump(
+        self,
+        *,
+        stdin: bytes = ...,
+        stdin_callback: Callable[[bytes], bytes | None] | None = ...,
+        on_stdout: Callable[[bytes], object] | None = ...,
+        on_stderr: Callable[[bytes], object] | None = ...,
+        stdout_cap: int = ...,
+        stderr_cap: int = ...,
+        kill_on_cap: bool = ...,
+        timeout: float,
+        cpu_limit: float = ...,
+        cancel: _Cancel | None = ...,
+        text: bool = ...,
+        cgroup_cpu_fd: int = ...,
+        since: float = ...,
+    ) -> RawResult: ...
+    def cpu_time(self, cgroup_cpu_fd: int = ...) -> float: ...
+    def kill(self) -> None: ...
+    def exited(self) -> bool: ...
+
 def seccomp_program() -> bytes: ...

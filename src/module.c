@@ -463,97 +463,64 @@ fail:
     return NULL;
 }
 
-PyDoc_STRVAR(run_doc,
-             "run($module, /, argv, env, *, rlimits=(), pass_fds=(), captures=(), stdin=b'',\n"
-             "    stdin_callback=None, on_stdout=None, on_stderr=None,\n"
-             "    stdout_cap=sys.maxsize, stderr_cap=sys.maxsize,\n"
-             "    kill_on_cap=False, timeout, cpu_limit=0.0, cancel=None, text=False,\n"
-             "    cgroup_procs=(), cgroup_cpu_fd=-1, cgroup_dir_fd=-1)\n"
+/* Where a Sandbox is in its single life; zeroed memory reads as ended. */
+enum { SANDBOX_ENDED = 0, SANDBOX_STARTED, SANDBOX_PUMPING };
+
+/*
+ * A started bwrap process and the parent's ends of its pipes, until pump()
+ * runs it to its end or kill() (or the object's release) ends it.  state is
+ * read and written with the GIL held only.
+ */
+typedef struct {
+    PyObject_HEAD struct sbx_child child;
+    size_t n_captures;
+    size_t capture_caps[SBX_MAX_CAPTURES];
+    int state;
+} SandboxObject;
+
+PyDoc_STRVAR(start_doc,
+             "start($module, /, argv, env, *, rlimits=(), pass_fds=(), captures=(),\n"
+             "      cgroup_procs=(), cgroup_dir_fd=-1)\n"
              "--\n\n"
              "Spawn argv[0] (an absolute path) with argv and env, apply rlimits in the\n"
              "child, map pass_fds to fds 3, 4, ... and close every other fd.  Each cap in\n"
              "captures adds a pipe whose write end comes next (3 + len(pass_fds) + i) and\n"
-             "whose contents, up to the cap, come back in 'captures'.  Feed stdin,\n"
-             "capture stdout/stderr up to their caps, kill after `timeout` seconds, or\n"
-             "once the whole process tree has used cpu_limit CPU seconds (if > 0), or\n"
-             "once cancel.is_set() (checked every tick; the result then says\n"
-             "'cancelled').  Without stdin_callback, stdin is closed once written;\n"
-             "with it, stdin_callback(chunk) is called with each chunk of stdout while\n"
-             "stdin is open and returns bytes to write or None to close stdin.\n"
-             "on_stdout(chunk) and on_stderr(chunk) see every byte kept of their\n"
-             "stream, in order, as it is read (their results are ignored).  While a\n"
-             "callback runs, a watchdog thread still kills the child at `timeout` or\n"
-             "past cpu_limit; the call returns once the callback has.  An\n"
-             "exception in a callback kills and reaps the child and propagates.  With\n"
-             "text, stdout and stderr are str decoded from UTF-8 without the ASCII white\n"
-             "space at their ends, or None where they are not UTF-8.  The child writes\n"
-             "\"0\" to each fd of cgroup_procs (cgroup.procs files) before the exec.\n"
-             "cgroup_cpu_fd, when >= 0, is a readable fd of the sandbox's cgroup CPU\n"
-             "counter (v1 cpuacct.usage or v2 cpu.stat): the CPU watcher then also\n"
-             "counts every task that ever ran in the group.  cgroup_dir_fd, when >= 0,\n"
-             "is an fd of a cgroup v2 group's directory: the child is created in it by\n"
-             "clone3(CLONE_INTO_CGROUP), or where the kernel or a seccomp filter refuses\n"
-             "that call, joins it through its cgroup.procs before the exec; the result\n"
-             "says which in 'cgroup_joined_at_clone'.\n"
-             "Returns a dict of\n"
-             "facts; raises OSError if the child could not be started.");
+             "whose contents, up to the cap, come back in the facts' 'captures'.  The\n"
+             "child writes \"0\" to each fd of cgroup_procs (cgroup.procs files) before\n"
+             "the exec.  cgroup_dir_fd, when >= 0, is an fd of a cgroup v2 group's\n"
+             "directory: the child is created in it by clone3(CLONE_INTO_CGROUP), or\n"
+             "where the kernel or a seccomp filter refuses that call, joins it through\n"
+             "its cgroup.procs before the exec.  Returns a Sandbox, whose pump() runs it\n"
+             "to its end; nothing of it is read until then.  Raises OSError if the\n"
+             "child could not be started.");
 
 /*
- * sandbox_run: see run_doc.  Called with the GIL; releases it for the spawn
- * and the loop.  Every fd, the child and all memory are released on every
- * path; an exception from a hook (KeyboardInterrupt, the callback's own)
- * propagates after the child is killed and reaped.
+ * sandbox_start: see start_doc.  Called with the GIL; releases it for the
+ * spawn.  On failure nothing is left: no fd, no child, no memory.
  */
-static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
+static PyObject *sandbox_start(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"argv",         "env",           "rlimits",        "pass_fds",
-                               "captures",     "stdin",         "stdin_callback", "on_stdout",
-                               "on_stderr",    "stdout_cap",    "stderr_cap",     "kill_on_cap",
-                               "timeout",      "cpu_limit",     "cancel",         "text",
-                               "cgroup_procs", "cgroup_cpu_fd", "cgroup_dir_fd",  NULL};
-    PyObject *argv_obj, *env_obj, *rlimits_obj = NULL, *fds_obj = NULL;
-    PyObject *stdin_callback = Py_None, *on_stdout = Py_None, *on_stderr = Py_None;
-    PyObject *captures_obj = NULL, *cancel = Py_None, *cgroups_obj = NULL;
-    int cgroup_fds[SBX_MAX_CGROUPS];
-    Py_buffer stdin_view = {0};
-    Py_ssize_t stdout_cap = PY_SSIZE_T_MAX, stderr_cap = PY_SSIZE_T_MAX, n;
-    int kill_on_cap = 0, text = 0, pump_rc, spawn_rc, cgroup_cpu_fd = -1, cgroup_dir_fd = -1;
-    double timeout = -1.0, cpu_limit = 0.0, started;
-    PyObject *keep = NULL, *result = NULL;
+    static char *keywords[] = {"argv",     "env",          "rlimits",       "pass_fds",
+                               "captures", "cgroup_procs", "cgroup_dir_fd", NULL};
+    PyObject *argv_obj, *env_obj, *rlimits_obj = NULL, *fds_obj = NULL, *captures_obj = NULL;
+    PyObject *cgroups_obj = NULL, *keep = NULL, *type = NULL;
+    SandboxObject *sandbox = NULL;
+    int cgroup_fds[SBX_MAX_CGROUPS], pass_fds[SBX_MAX_PASS_FDS], cgroup_dir_fd = -1, spawn_rc;
+    size_t capture_caps[SBX_MAX_CAPTURES];
     char **argv = NULL, **envp = NULL;
     struct sbx_rlimit rlimits[SBX_MAX_RLIMITS];
-    int pass_fds[SBX_MAX_PASS_FDS];
     struct sbx_spec spec;
     struct sbx_child child;
     struct sbx_spawn_error spawn_error;
-    struct sbx_input input;
-    struct sbx_outcome outcome;
-    struct sbx_pump_config config;
-    struct call_ctx ctx;
+    Py_ssize_t n;
 
-    (void)module;
     memset(&spec, 0, sizeof spec);
-    memset(&input, 0, sizeof input);
-    memset(&outcome, 0, sizeof outcome);
-    memset(&config, 0, sizeof config);
-    memset(&ctx, 0, sizeof ctx);
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOOy*OOOnnpddOpOii:run", keywords,
-                                     &argv_obj, &env_obj, &rlimits_obj, &fds_obj, &captures_obj,
-                                     &stdin_view, &stdin_callback, &on_stdout, &on_stderr,
-                                     &stdout_cap, &stderr_cap, &kill_on_cap, &timeout, &cpu_limit,
-                                     &cancel, &text, &cgroups_obj, &cgroup_cpu_fd, &cgroup_dir_fd))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOOOi:start", keywords, &argv_obj, &env_obj,
+                                     &rlimits_obj, &fds_obj, &captures_obj, &cgroups_obj,
+                                     &cgroup_dir_fd))
         return NULL;
-    if (stdout_cap < 0 || stderr_cap < 0 || !(timeout > 0) || !isfinite(timeout) ||
-        !(cpu_limit >= 0) || !isfinite(cpu_limit)) {
-        PyErr_SetString(PyExc_ValueError,
-                        "caps must be >= 0, timeout finite and > 0, cpu_limit finite and >= 0");
-        goto cleanup;
-    }
-    if (check_callback(stdin_callback, "stdin_callback") ||
-        check_callback(on_stdout, "on_stdout") || check_callback(on_stderr, "on_stderr"))
-        goto cleanup;
     if (captures_obj != NULL) {
-        if ((n = parse_caps(captures_obj, config.capture_caps)) < 0)
+        if ((n = parse_caps(captures_obj, capture_caps)) < 0)
             goto cleanup;
         spec.n_captures = (size_t)n;
     }
@@ -588,20 +555,150 @@ static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
         spec.cgroup_fds = cgroup_fds;
         spec.n_cgroup_fds = (size_t)n;
     }
-    if (stdin_view.buf != NULL &&
-        sbx_buffer_append(&input.pending, stdin_view.buf, (size_t)stdin_view.len) != 0) {
-        PyErr_NoMemory();
-        goto cleanup;
-    }
-    input.close_when_done = stdin_callback == Py_None;
-
     spec.path = argv[0];
     spec.argv = argv;
     spec.envp = envp;
     spec.close_fds_above = fallback_fd_limit();
     spec.cgroup_dir_fd = cgroup_dir_fd;
+    /* The object first: once bwrap runs, nothing may fail before it owns it. */
+    type = PyObject_GetAttrString(module, "Sandbox");
+    if (type == NULL)
+        goto cleanup;
+    sandbox = PyObject_New(SandboxObject, (PyTypeObject *)type);
+    if (sandbox == NULL)
+        goto cleanup;
+    sandbox->state = SANDBOX_ENDED;
+    sandbox->child.pid = -1;
+
+    Py_BEGIN_ALLOW_THREADS
+    spawn_rc = sbx_spawn(&spec, &child, &spawn_error);
+    Py_END_ALLOW_THREADS
+    if (spawn_rc != 0) {
+        raise_spawn_error(&spawn_error, spec.path);
+        Py_CLEAR(sandbox);
+        goto cleanup;
+    }
+    sandbox->child = child;
+    sandbox->n_captures = spec.n_captures;
+    memcpy(sandbox->capture_caps, capture_caps, sizeof capture_caps);
+    sandbox->state = SANDBOX_STARTED;
+
+cleanup:
+    PyMem_Free(argv);
+    PyMem_Free(envp);
+    Py_XDECREF(keep);
+    Py_XDECREF(type);
+    return (PyObject *)sandbox;
+}
+
+/*
+ * end_child: kill the sandbox, reap bwrap and close the parent's fds,
+ * without the GIL (the kill waits for bwrap to exit).  Called with the GIL
+ * by the thread that moved state away from SANDBOX_STARTED, so no other
+ * thread touches the child meanwhile.
+ */
+static void end_child(SandboxObject *self)
+{
+    int wait_status;
+    struct rusage usage;
+    Py_BEGIN_ALLOW_THREADS
+    sbx_kill_and_reap(&self->child, &wait_status, &usage);
+    sbx_child_close_fds(&self->child);
+    Py_END_ALLOW_THREADS
+}
+
+/*
+ * claim: move a STARTED sandbox to `next` (the caller then owns its child),
+ * or raise RuntimeError naming `what`.  Needs the GIL.  Returns 0 or -1.
+ */
+static int claim(SandboxObject *self, int next, const char *what)
+{
+    if (self->state != SANDBOX_STARTED) {
+        PyErr_Format(PyExc_RuntimeError, "cannot %s: the sandbox was already %s", what,
+                     self->state == SANDBOX_PUMPING ? "being run" : "run or killed");
+        return -1;
+    }
+    self->state = next;
+    return 0;
+}
+
+PyDoc_STRVAR(pump_doc, "pump($self, /, *, stdin=b'', stdin_callback=None, on_stdout=None,\n"
+                       "     on_stderr=None, stdout_cap=sys.maxsize, stderr_cap=sys.maxsize,\n"
+                       "     kill_on_cap=False, timeout, cpu_limit=0.0, cancel=None, text=False,\n"
+                       "     cgroup_cpu_fd=-1, since=-1.0)\n"
+                       "--\n\n"
+                       "Run the sandbox to its end, once.  Feed stdin, capture stdout/stderr up\n"
+                       "to their caps, kill `timeout` seconds after `since` (a time.monotonic()\n"
+                       "value; < 0: now, which is also where wall_time counts from), or once the\n"
+                       "whole process tree has used cpu_limit CPU seconds (if > 0), or once\n"
+                       "cancel.is_set() (checked every tick; the result then says 'cancelled').\n"
+                       "Without stdin_callback, stdin is closed once written; with it,\n"
+                       "stdin_callback(chunk) is called with each chunk of stdout while stdin is\n"
+                       "open and returns bytes to write or None to close stdin.  on_stdout(chunk)\n"
+                       "and on_stderr(chunk) see every byte kept of their stream, in order, as it\n"
+                       "is read (their results are ignored).  While a callback runs, a watchdog\n"
+                       "thread still kills the child at the deadline or past cpu_limit; the call\n"
+                       "returns once the callback has.  An exception in a callback kills and\n"
+                       "reaps the child and propagates.  With text, stdout and stderr are str\n"
+                       "decoded from UTF-8 without the ASCII white space at their ends, or None\n"
+                       "where they are not UTF-8.  cgroup_cpu_fd, when >= 0, is a readable fd of\n"
+                       "the sandbox's cgroup CPU counter (v1 cpuacct.usage or v2 cpu.stat): the\n"
+                       "CPU watcher then also counts every task that ever ran in the group.\n"
+                       "Returns a dict of facts; raises OSError if the loop failed, RuntimeError\n"
+                       "if the sandbox was already run or killed.");
+
+/*
+ * Sandbox_pump: see pump_doc.  Called with the GIL; releases it for the
+ * loop.  The child is reaped and its fds closed on every path once the
+ * arguments are accepted; an exception from a hook (KeyboardInterrupt, the
+ * callback's own) propagates after that.
+ */
+static PyObject *Sandbox_pump(SandboxObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {
+        "stdin",      "stdin_callback", "on_stdout", "on_stderr", "stdout_cap",
+        "stderr_cap", "kill_on_cap",    "timeout",   "cpu_limit", "cancel",
+        "text",       "cgroup_cpu_fd",  "since",     NULL};
+    PyObject *stdin_callback = Py_None, *on_stdout = Py_None, *on_stderr = Py_None;
+    PyObject *cancel = Py_None, *result = NULL;
+    Py_buffer stdin_view = {0};
+    Py_ssize_t stdout_cap = PY_SSIZE_T_MAX, stderr_cap = PY_SSIZE_T_MAX;
+    int kill_on_cap = 0, text = 0, pump_rc, cgroup_cpu_fd = -1;
+    double timeout = -1.0, cpu_limit = 0.0, since = -1.0;
+    struct sbx_input input;
+    struct sbx_outcome outcome;
+    struct sbx_pump_config config;
+    struct call_ctx ctx;
+
+    memset(&input, 0, sizeof input);
+    memset(&outcome, 0, sizeof outcome);
+    memset(&config, 0, sizeof config);
+    memset(&ctx, 0, sizeof ctx);
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$y*OOOnnpddOpid:pump", keywords, &stdin_view,
+                                     &stdin_callback, &on_stdout, &on_stderr, &stdout_cap,
+                                     &stderr_cap, &kill_on_cap, &timeout, &cpu_limit, &cancel,
+                                     &text, &cgroup_cpu_fd, &since))
+        return NULL;
+    if (stdout_cap < 0 || stderr_cap < 0 || !(timeout > 0) || !isfinite(timeout) ||
+        !(cpu_limit >= 0) || !isfinite(cpu_limit) || !isfinite(since)) {
+        PyErr_SetString(PyExc_ValueError, "caps must be >= 0, timeout finite and > 0, "
+                                          "cpu_limit finite and >= 0, since finite");
+        goto cleanup;
+    }
+    if (check_callback(stdin_callback, "stdin_callback") ||
+        check_callback(on_stdout, "on_stdout") || check_callback(on_stderr, "on_stderr"))
+        goto cleanup;
+    if (stdin_view.buf != NULL &&
+        sbx_buffer_append(&input.pending, stdin_view.buf, (size_t)stdin_view.len) != 0) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    if (claim(self, SANDBOX_PUMPING, "run it") != 0)
+        goto cleanup;
+    input.close_when_done = stdin_callback == Py_None;
     config.stdout_cap = (size_t)stdout_cap;
     config.stderr_cap = (size_t)stderr_cap;
+    memcpy(config.capture_caps, self->capture_caps, sizeof config.capture_caps);
     config.kill_on_cap = kill_on_cap;
     config.timeout_sec = timeout;
     config.cpu_limit = cpu_limit;
@@ -616,18 +713,16 @@ static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
     ctx.cancel = cancel == Py_None ? NULL : cancel;
 
     ctx.tstate = PyEval_SaveThread();
-    started = sbx_monotonic();
-    spawn_rc = sbx_spawn(&spec, &child, &spawn_error);
-    pump_rc = spawn_rc == 0 ? sbx_pump(&child, &input, &config, &outcome, started) : 0;
+    pump_rc =
+        sbx_pump(&self->child, &input, &config, &outcome, since < 0 ? sbx_monotonic() : since);
     PyEval_RestoreThread(ctx.tstate);
+    self->state = SANDBOX_ENDED;
 
-    if (spawn_rc != 0)
-        raise_spawn_error(&spawn_error, spec.path);
-    else if (pump_rc == SBX_PUMP_FAILED)
+    if (pump_rc == SBX_PUMP_FAILED)
         PyErr_SetFromErrno(PyExc_OSError);
     else if (pump_rc == SBX_PUMP_DONE || (pump_rc == SBX_PUMP_ABORTED && ctx.cancelled))
-        result = build_result(&outcome, spec.n_captures, text, ctx.cancelled,
-                              child.cgroup_joined_at_clone);
+        result = build_result(&outcome, self->n_captures, text, ctx.cancelled,
+                              self->child.cgroup_joined_at_clone);
     /* Otherwise SBX_PUMP_ABORTED: a hook left its exception set. */
 
 cleanup:
@@ -636,11 +731,184 @@ cleanup:
     for (size_t i = 0; i < SBX_MAX_CAPTURES; i++)
         sbx_buffer_free(&outcome.captures[i]);
     sbx_buffer_free(&input.pending);
-    PyMem_Free(argv);
-    PyMem_Free(envp);
-    Py_XDECREF(keep);
     if (stdin_view.buf != NULL)
         PyBuffer_Release(&stdin_view);
+    return result;
+}
+
+PyDoc_STRVAR(cpu_time_doc, "cpu_time($self, /, cgroup_cpu_fd=-1)\n--\n\n"
+                           "CPU seconds the sandbox has used so far: its process tree's, or\n"
+                           "with cgroup_cpu_fd (as for pump) the cgroup's when larger.\n"
+                           "-1.0 once it was run or killed.");
+
+/*
+ * Sandbox_cpu_time: see cpu_time_doc.  Called with the GIL; reads /proc
+ * (and the counter) without it.
+ */
+static PyObject *Sandbox_cpu_time(SandboxObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"cgroup_cpu_fd", NULL};
+    int cgroup_cpu_fd = -1;
+    double used = -1.0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|i:cpu_time", keywords, &cgroup_cpu_fd))
+        return NULL;
+    if (self->state == SANDBOX_STARTED) {
+        Py_BEGIN_ALLOW_THREADS
+        used = sbx_sandbox_cpu_seconds(self->child.pid, cgroup_cpu_fd);
+        Py_END_ALLOW_THREADS
+    }
+    return PyFloat_FromDouble(used);
+}
+
+PyDoc_STRVAR(kill_doc, "kill($self, /)\n--\n\n"
+                       "End the sandbox unrun: kill every process of it, reap bwrap and\n"
+                       "close the pipes; returns once nothing of it is left.  No-op once\n"
+                       "it was run or killed; RuntimeError while pump() runs it.");
+
+/* Sandbox_kill: see kill_doc.  Called with the GIL; kills without it. */
+static PyObject *Sandbox_kill(SandboxObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->state == SANDBOX_ENDED)
+        Py_RETURN_NONE;
+    if (claim(self, SANDBOX_ENDED, "kill it") != 0)
+        return NULL;
+    end_child(self);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(exited_doc, "exited($self, /)\n--\n\n"
+                         "Whether bwrap has exited (or was run or killed), without reaping\n"
+                         "it: a sandbox that ended by itself before pump() is of no use.");
+
+/* Sandbox_exited: see exited_doc.  Called with the GIL; a few syscalls. */
+static PyObject *Sandbox_exited(SandboxObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(self->state != SANDBOX_STARTED || sbx_child_gone(&self->child));
+}
+
+/* Sandbox_get_pid: bwrap's pid on the host while it runs, else -1.  GIL. */
+static PyObject *Sandbox_get_pid(SandboxObject *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromLong(self->state == SANDBOX_ENDED ? -1 : (long)self->child.pid);
+}
+
+/*
+ * Sandbox_dealloc: a sandbox never run is killed and reaped, so dropping the
+ * last reference leaks no process or fd.  Called with the GIL; kills
+ * without it.
+ */
+static void Sandbox_dealloc(SandboxObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    if (self->state == SANDBOX_STARTED) {
+        self->state = SANDBOX_ENDED;
+        end_child(self);
+    }
+    PyObject_Free(self);
+    Py_DECREF(type);
+}
+
+static PyMethodDef Sandbox_methods[] = {
+    {"pump", (PyCFunction)(void (*)(void))Sandbox_pump, METH_VARARGS | METH_KEYWORDS, pump_doc},
+    {"cpu_time", (PyCFunction)(void (*)(void))Sandbox_cpu_time, METH_VARARGS | METH_KEYWORDS,
+     cpu_time_doc},
+    {"kill", (PyCFunction)Sandbox_kill, METH_NOARGS, kill_doc},
+    {"exited", (PyCFunction)Sandbox_exited, METH_NOARGS, exited_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Sandbox_getset[] = {
+    {"pid", (getter)Sandbox_get_pid, NULL, "bwrap's pid on the host while it runs, else -1.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot Sandbox_slots[] = {
+    {Py_tp_doc, "A started sandbox (made by start()), run once by pump() or ended by kill()."},
+    {Py_tp_dealloc, Sandbox_dealloc},
+    {Py_tp_methods, Sandbox_methods},
+    {Py_tp_getset, Sandbox_getset},
+    {0, NULL},
+};
+
+static PyType_Spec Sandbox_spec = {
+    .name = "pysandbox._sandbox.Sandbox",
+    .basicsize = sizeof(SandboxObject),
+#ifdef Py_TPFLAGS_DISALLOW_INSTANTIATION
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+#else
+    .flags = Py_TPFLAGS_DEFAULT,
+#endif
+    .slots = Sandbox_slots,
+};
+
+/* The keywords of run() that go to start(); the rest go to pump(). */
+static const char *const start_keywords[] = {"rlimits",      "pass_fds",      "captures",
+                                             "cgroup_procs", "cgroup_dir_fd", NULL};
+
+PyDoc_STRVAR(run_doc,
+             "run($module, /, argv, env, *, rlimits=(), pass_fds=(), captures=(), stdin=b'',\n"
+             "    stdin_callback=None, on_stdout=None, on_stderr=None,\n"
+             "    stdout_cap=sys.maxsize, stderr_cap=sys.maxsize,\n"
+             "    kill_on_cap=False, timeout, cpu_limit=0.0, cancel=None, text=False,\n"
+             "    cgroup_procs=(), cgroup_cpu_fd=-1, cgroup_dir_fd=-1)\n"
+             "--\n\n"
+             "start(argv, env, ...) then pump(...) on it, with the wall clock started\n"
+             "at the spawn: the keywords go to whichever of the two takes them.\n"
+             "Returns pump()'s dict of facts; raises OSError if the child could not be\n"
+             "started.");
+
+/*
+ * sandbox_run: see run_doc.  Called with the GIL.  The keywords are split
+ * between start() and pump(), so both see exactly their own arguments and
+ * name a wrong one themselves.
+ */
+static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    PyObject *start_kwargs = PyDict_New(), *pump_kwargs = NULL, *sandbox = NULL, *result = NULL;
+    PyObject *pump = NULL, *empty = NULL;
+    double since = sbx_monotonic();
+    if (start_kwargs == NULL)
+        return NULL;
+    pump_kwargs = kwargs != NULL ? PyDict_Copy(kwargs) : PyDict_New();
+    if (pump_kwargs == NULL)
+        goto cleanup;
+    for (const char *const *key = start_keywords; *key != NULL; key++) {
+        PyObject *value = PyDict_GetItemString(pump_kwargs, *key); /* borrowed */
+        if (value == NULL)
+            continue;
+        if (PyDict_SetItemString(start_kwargs, *key, value) != 0 ||
+            PyDict_DelItemString(pump_kwargs, *key) != 0)
+            goto cleanup;
+    }
+    if (PyDict_GetItemString(pump_kwargs, "since") != NULL) {
+        PyErr_SetString(PyExc_TypeError, "run() got an unexpected keyword argument 'since'");
+        goto cleanup;
+    }
+    sandbox = sandbox_start(module, args, start_kwargs);
+    if (sandbox == NULL)
+        goto cleanup;
+    {
+        PyObject *started_at = PyFloat_FromDouble(since);
+        if (started_at == NULL || PyDict_SetItemString(pump_kwargs, "since", started_at) != 0) {
+            Py_XDECREF(started_at);
+            goto cleanup;
+        }
+        Py_DECREF(started_at);
+    }
+    pump = PyObject_GetAttrString(sandbox, "pump");
+    empty = PyTuple_New(0);
+    if (pump != NULL && empty != NULL)
+        result = PyObject_Call(pump, empty, pump_kwargs);
+
+cleanup:
+    Py_XDECREF(pump);
+    Py_XDECREF(empty);
+    Py_XDECREF(sandbox);
+    Py_XDECREF(start_kwargs);
+    Py_XDECREF(pump_kwargs);
     return result;
 }
 
@@ -674,11 +942,29 @@ static PyObject *sandbox_seccomp_program(PyObject *module, PyObject *unused)
 
 static PyMethodDef sandbox_methods[] = {
     {"run", (PyCFunction)(void (*)(void))sandbox_run, METH_VARARGS | METH_KEYWORDS, run_doc},
+    {"start", (PyCFunction)(void (*)(void))sandbox_start, METH_VARARGS | METH_KEYWORDS, start_doc},
     {"seccomp_program", sandbox_seccomp_program, METH_NOARGS, seccomp_doc},
     {NULL, NULL, 0, NULL},
 };
 
+/*
+ * sandbox_exec: add the Sandbox type to the module (one per interpreter).
+ * Called with the GIL at import.  Returns 0 or -1 with an exception set.
+ */
+static int sandbox_exec(PyObject *module)
+{
+    PyObject *type = PyType_FromModuleAndSpec(module, &Sandbox_spec, NULL);
+    int rc;
+    if (type == NULL)
+        return -1;
+    rc = PyModule_AddObject(module, "Sandbox", type); /* steals type on success only */
+    if (rc != 0)
+        Py_DECREF(type);
+    return rc;
+}
+
 static PyModuleDef_Slot sandbox_slots[] = {
+    {Py_mod_exec, sandbox_exec},
 #ifdef Py_mod_multiple_interpreters
     {Py_mod_multiple_interpreters, Py_MOD_PER_INTERPRETER_GIL_SUPPORTED},
 #endif

@@ -100,10 +100,10 @@ static void close_fd(int *fd)
 }
 
 /*
- * child_close_fds: close every parent-side fd of a child.  Idempotent.
+ * sbx_child_close_fds: close every parent-side fd of a child.  Idempotent.
  * No GIL needed.
  */
-static void child_close_fds(struct sbx_child *child)
+void sbx_child_close_fds(struct sbx_child *child)
 {
     close_fd(&child->in_fd);
     close_fd(&child->out_fd);
@@ -552,7 +552,7 @@ int sbx_pump(struct sbx_child *child, struct sbx_input *input, const struct sbx_
     if (saved_errno != 0) {
         /* Never run a hook unwatched: fail before the first. */
         sbx_kill_and_reap(child, &outcome->wait_status, &outcome->usage);
-        child_close_fds(child);
+        sbx_child_close_fds(child);
         free(p.scratch);
         errno = saved_errno;
         return SBX_PUMP_FAILED;
@@ -580,7 +580,7 @@ int sbx_pump(struct sbx_child *child, struct sbx_input *input, const struct sbx_
     }
     if (result == SBX_PUMP_DONE && deliver_rest(&p, seen) != 0)
         result = SBX_PUMP_ABORTED;
-    child_close_fds(child);
+    sbx_child_close_fds(child);
     free(p.scratch);
     errno = saved_errno;
     return result;

@@ -65,18 +65,38 @@ def test_extension_exports_only_its_init_function() -> None:
     assert exported == ["PyInit__sandbox"]
 
 
-def test_stub_matches_the_extension() -> None:
-    stub = ast.parse((ROOT / "pysandbox" / "_sandbox.pyi").read_text())
-    functions = {node.name: node for node in stub.body if isinstance(node, ast.FunctionDef)}
-    public = {name for name in dir(_sandbox) if not name.startswith("_")}
-    assert set(functions) == public
+def _check_signatures(owner: object, nodes: list[ast.stmt]) -> set[str]:
+    """Compare each function of a stub body with ``owner``'s; the names compared."""
+    functions = {
+        node.name: node
+        for node in nodes
+        if isinstance(node, ast.FunctionDef) and not node.decorator_list
+    }
     for name, node in functions.items():
-        real = inspect.signature(getattr(_sandbox, name)).parameters
+        real = inspect.signature(getattr(owner, name)).parameters
         positional = [a.arg for a in node.args.posonlyargs + node.args.args]
         keyword_only = [a.arg for a in node.args.kwonlyargs]
         assert positional + keyword_only == list(real), name
         kinds = {p.name: p.kind for p in real.values()}
         assert all(kinds[k] is inspect.Parameter.KEYWORD_ONLY for k in keyword_only), name
+    return set(functions)
+
+
+def test_stub_matches_the_extension() -> None:
+    stub = ast.parse((ROOT / "pysandbox" / "_sandbox.pyi").read_text())
+    classes = {node.name: node for node in stub.body if isinstance(node, ast.ClassDef)}
+    public = {name for name in dir(_sandbox) if not name.startswith("_")}
+    functions = _check_signatures(_sandbox, stub.body)
+    assert functions | {"Sandbox"} == public
+    sandbox = classes["Sandbox"]
+    methods = _check_signatures(_sandbox.Sandbox, sandbox.body)
+    properties = {
+        node.name
+        for node in sandbox.body
+        if isinstance(node, ast.FunctionDef) and node.decorator_list
+    }
+    real = {name for name in dir(_sandbox.Sandbox) if not name.startswith("_")}
+    assert methods | properties == real
 
 
 def test_typed_package() -> None:
