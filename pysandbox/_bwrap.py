@@ -63,11 +63,15 @@ SECCOMP_FD = 3
 #: Where eval_in_sandbox's code lives (read-only), as in the reference implementation.
 CODE_DIR = "/home"
 CODE_PATH = "/home/code.py"
+#: Writable by mode on a read-only mount: a write attempt fails with EROFS, as in the
+#: reference, rather than with EACCES for the unprivileged code.
+CODE_MODE = 0o666
 #: run's working directory: a writable tmpfs of ``Limits.disk`` bytes.
 WORKDIR = "/sandbox"
 #: Where ``run_python`` puts the code, read-only, inside ``WORKDIR``.
 MAIN_NAME = "main.py"
 MAIN_PATH = f"{WORKDIR}/{MAIN_NAME}"
+MAIN_MODE = 0o444
 #: The PATH run's programs see, and where a bare ``argv[0]`` is looked up.
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 
@@ -625,48 +629,29 @@ def init_prefix(identity: Identity | None) -> list[str]:
     return [INIT_PATH, *(identity.init_options() if identity else [])]
 
 
-def eval_options(code_fd: int, venv_config: tuple[str, int] | None = None) -> list[str]:
-    """eval_in_sandbox's part of the command line: the code at ``CODE_PATH``, read-only,
-    copied in from ``code_fd`` (so no host file holds it), and ``CODE_DIR`` as the working
-    directory, as in the reference implementation.  The root is read-only.
-    ``venv_config`` is where the moved interpreter's ``pyvenv.cfg`` is shown and the fd
-    of its moved text (``moved_venv_config``), served over the host's."""
+def eval_options(venv_config: tuple[str, int] | None = None) -> list[str]:
+    """eval_in_sandbox's part of the command line: ``CODE_DIR`` as the working directory,
+    as in the reference implementation (the code itself, at ``CODE_PATH`` with
+    ``CODE_MODE``, is bound by ``_launch``).  The root is read-only.  ``venv_config`` is
+    where the moved interpreter's ``pyvenv.cfg`` is shown and the fd of its moved text
+    (``moved_venv_config``), served over the host's."""
     moved_config = []
     if venv_config is not None:
         path, fd = venv_config
         moved_config = ["--perms", "0444", "--ro-bind-data", str(fd), path]
-    return [
-        *moved_config,
-        "--perms",
-        "0755",
-        "--dir",
-        CODE_DIR,
-        # Writable by mode on a read-only mount: a write attempt fails with EROFS, as in
-        # the reference, rather than with EACCES for the unprivileged code.
-        "--perms",
-        "0666",
-        "--ro-bind-data",
-        str(code_fd),
-        CODE_PATH,
-        "--chdir",
-        CODE_DIR,
-    ]
+    return [*moved_config, "--perms", "0755", "--dir", CODE_DIR, "--chdir", CODE_DIR]
 
 
-def run_options(
-    *, disk: int, readable: Sequence[str], env: Sequence[str], code_fd: int | None
-) -> list[str]:
+def run_options(*, disk: int, readable: Sequence[str], env: Sequence[str]) -> list[str]:
     """run's part of the command line: the extra read-only paths, a writable tmpfs of
-    ``disk`` bytes as the working directory ``WORKDIR`` (also ``HOME``), the code at
-    ``MAIN_PATH`` (read-only, from ``code_fd``) for run_python, ``PATH`` and the
-    ``--setenv`` options of ``env``."""
+    ``disk`` bytes as the working directory ``WORKDIR`` (also ``HOME``; run_python's code
+    is bound at ``MAIN_PATH`` in it by ``_launch``), ``PATH`` and the ``--setenv``
+    options of ``env``."""
     options = []
     for path in parent_dirs(readable):
         options += ["--perms", "0755", "--dir", path]
     for path in readable:
         options += ["--ro-bind", path, path]
     options += ["--perms", "0777", "--size", str(disk), "--tmpfs", WORKDIR]
-    if code_fd is not None:
-        options += ["--perms", "0444", "--ro-bind-data", str(code_fd), MAIN_PATH]
     options += ["--setenv", "PATH", SANDBOX_PATH, "--setenv", "HOME", WORKDIR, *env]
     return [*options, "--chdir", WORKDIR]

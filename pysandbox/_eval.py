@@ -121,18 +121,20 @@ def eval_plan(
     # in place only when it cannot start from there.
     moved = _bwrap.CODE_DIR if _bwrap.movable(python, _bwrap.CODE_DIR) else None
     venv_config = None if moved is None else _bwrap.moved_venv_config(python, moved)
-    payloads = [code] if venv_config is None else [code, venv_config[1]]
-    layout = FdLayout.of(payloads=len(payloads))
+    payloads = [] if venv_config is None else [venv_config[1]]
+    layout = FdLayout.of(payloads=len(payloads), code=True)
     mem_bytes = mem_mb * 2**20
     return Plan(
         layout=layout,
         python=python,
         options=_bwrap.eval_options(
-            layout.payloads[0],
-            None if venv_config is None else (venv_config[0], layout.payloads[1]),
+            None if venv_config is None else (venv_config[0], layout.payloads[0]),
         ),
         init_options=[],
         program=[_bwrap.shown_at(python, moved), "-u", _bwrap.CODE_PATH],
+        code=code,
+        code_path=_bwrap.CODE_PATH,
+        code_mode=_bwrap.CODE_MODE,
         payloads=payloads,
         capture_caps=[],
         rlimits=[

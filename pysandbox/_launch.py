@@ -29,12 +29,14 @@ import errno
 import json
 import os
 import resource
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
 from . import _bwrap, _sandbox
 from ._cgroup import CgroupUsage
-from ._confine import confine
+from ._codefile import CodeFile
+from ._confine import Confinement, confine
 from ._errors import Cancelled, SandboxError
 from ._lifeline import init_options as lifeline_options
 from ._lifeline import lifeline
@@ -45,11 +47,13 @@ __all__ = [
     "Facts",
     "FdLayout",
     "InitReport",
+    "Launched",
     "Plan",
     "bwrap_report",
     "command_line",
     "launch",
     "parse_init_report",
+    "start",
     "within_own_limits",
 ]
 
@@ -93,6 +97,9 @@ _CGROUP_FIXES = {
     errno.EAGAIN: "the group's pids.max refused the sandbox's first process",
 }
 
+#: How the C core's ``pump`` says it could not give up a warm sandbox's code file lease.
+_RELEASE_FAILED = "giving up the code file's lease"
+
 _USERNS_FIX = (
     "enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 and "
     "user.max_user_namespaces > 0); on Ubuntu 24.04 and later, allow them for bwrap in "
@@ -114,8 +121,10 @@ class FdLayout:
     the capture pipes follow (bwrap's status, the init's report, then the API's own
     captures)."""
 
-    #: The fds of the API's payloads (code, input files), in the order given.
+    #: The fds of the API's payloads (input files, a moved ``pyvenv.cfg``), in order.
     payloads: tuple[int, ...]
+    #: The code file's (``--ro-bind-fd``), after the payloads; None without code.
+    code: int | None
     #: bwrap's ``--json-status-fd``.
     status: int
     #: The init's ``--report-fd``.
@@ -124,11 +133,13 @@ class FdLayout:
     captures: tuple[int, ...]
 
     @classmethod
-    def of(cls, *, payloads: int = 0, captures: int = 0) -> FdLayout:
-        """The layout for that many payloads and API captures."""
-        status = FIRST_PAYLOAD_FD + payloads
+    def of(cls, *, payloads: int = 0, captures: int = 0, code: bool = False) -> FdLayout:
+        """The layout for that many payloads and API captures, and a code file or not."""
+        code_fd = FIRST_PAYLOAD_FD + payloads
+        status = code_fd + int(code)
         return cls(
-            payloads=tuple(range(FIRST_PAYLOAD_FD, status)),
+            payloads=tuple(range(FIRST_PAYLOAD_FD, code_fd)),
+            code=code_fd if code else None,
             status=status,
             report=status + 1,
             captures=tuple(range(status + 2, status + 2 + captures)),
@@ -175,6 +186,32 @@ class Plan:
     #: A directory the sandbox keeps for the API: the interpreter's files within it are
     #: shown below ``_bwrap.MOVED_ROOT`` (see ``_bwrap.shown_at``).
     moved: str | None = None
+    #: Where the Python code is shown, read-only, with ``code_mode`` (None: no code): a
+    #: code file (``_codefile``) on ``layout.code``.
+    code_path: str | None = None
+    code_mode: int = 0o444
+    #: The code; None for a plan whose sandbox starts before its code exists (warm).
+    code: bytes | None = None
+
+    def start_key(self) -> tuple[object, ...]:
+        """What its sandbox is made of before the code runs: two plans with the same key
+        may share a warm sandbox (their stdin, callbacks, caps, deadlines and code are
+        applied at the hand-over)."""
+        return (
+            self.layout,
+            self.python,
+            tuple(self.options),
+            tuple(self.init_options),
+            tuple(self.program),
+            tuple(self.payloads),
+            tuple(self.capture_caps),
+            tuple(tuple(item) for item in self.rlimits),
+            self.processes,
+            self.memory_total,
+            self.moved,
+            self.code_path,
+            self.code_mode,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,6 +238,9 @@ class Facts:
     captures_truncated: list[bool]
     #: The cgroup's counters, when the sandbox had a cgroup.
     usage: CgroupUsage | None
+    #: CPU seconds the sandbox had used when its code was handed over (a warm sandbox's
+    #: start-up), left out of ``cpu_time``.
+    cpu_baseline: float = 0.0
 
     @property
     def joined_at_clone(self) -> bool:
@@ -223,7 +263,7 @@ class Facts:
             candidates.append(self.init.cpu_time)
         if self.usage is not None and self.usage.cpu_time is not None:
             candidates.append(self.usage.cpu_time)
-        return max(candidates)
+        return max(0.0, max(candidates) - self.cpu_baseline)
 
 
 def bwrap_report(report: bytes) -> dict[str, object]:
@@ -344,23 +384,33 @@ def _write_memfd(data: bytes) -> int:
     return fd
 
 
-@contextlib.contextmanager
-def _pass_fds(payloads: Sequence[bytes]) -> Iterator[list[int]]:
-    """The fds for the C core's ``pass_fds``, closed on exit: the syscall filter in a
-    memfd, the read end of a fresh lifeline (whose write end stays in this process until
-    the block ends, after the sandbox is gone), then each payload in a memfd."""
+def _pass_fds(
+    payloads: Sequence[bytes], lifeline_read: int, code_file: CodeFile | None
+) -> list[int]:
+    """The fds for the C core's ``pass_fds`` (``_close_pass_fds`` closes them): the
+    syscall filter in a memfd, the read end of the lifeline, each payload in a memfd,
+    then the code file's ``O_PATH`` fd."""
     fds: list[int] = []
-    with lifeline() as (lifeline_read, _lifeline_write):
-        try:
-            fds.append(_write_memfd(_bwrap.seccomp_program()))
-            fds.append(lifeline_read)
-            for data in payloads:
-                fds.append(_write_memfd(data))
-            yield fds
-        finally:
-            for fd in fds:
-                if fd != lifeline_read:
-                    os.close(fd)
+    try:
+        fds.append(_write_memfd(_bwrap.seccomp_program()))
+        fds.append(lifeline_read)
+        for data in payloads:
+            fds.append(_write_memfd(data))
+        if code_file is not None:
+            fds.append(code_file.path_fd())
+    except BaseException:
+        for fd in fds:
+            if fd != lifeline_read:
+                os.close(fd)
+        raise
+    return fds
+
+
+def _code_options(plan: Plan) -> list[str]:
+    """bwrap's options that show the code file at ``plan.code_path``, read-only."""
+    if plan.code_path is None:
+        return []
+    return ["--ro-bind-fd", str(plan.layout.code), plan.code_path]
 
 
 def command_line(plan: Plan) -> list[str]:
@@ -372,6 +422,7 @@ def command_line(plan: Plan) -> list[str]:
         "--json-status-fd",
         str(layout.status),
         *plan.options,
+        *_code_options(plan),
         "--remount-ro",
         "/",
         *_bwrap.init_prefix(_bwrap.sandbox_identity()),
@@ -416,58 +467,85 @@ def _guarded(hook: Callable[[bytes], _Reply] | None) -> Callable[[bytes], _Reply
     return guarded
 
 
-def launch(plan: Plan) -> Facts:
-    """Run ``plan``'s sandbox to its end and return the facts.
+@dataclasses.dataclass
+class _Setup:
+    """What a sandbox needs around its bwrap: the command line, the confinement, the
+    code file, the fds to pass; ``resources`` releases them all."""
 
-    Raises ``SandboxError`` when bwrap cannot be started, when it could not build the
-    sandbox (it reports an exit code only for a sandbox it finished building), when the
-    init could not start the program (a program that never ran is never blamed), or when
-    the exit status was lost and nobody reported it; ``Cancelled`` when ``plan.cancel``
-    fired.  An exception from one of the plan's callbacks or a ``KeyboardInterrupt``
-    propagates.
-    In every case the sandbox is killed and reaped first.
-    """
+    argv: list[str]
+    confinement: Confinement
+    code_file: CodeFile | None
+    pass_fds: list[int]
+    resources: contextlib.ExitStack
+
+    def spawn_options(self, plan: Plan) -> dict[str, object]:
+        """The C core's spawn keywords for ``plan`` (``_sandbox.start``'s)."""
+        confinement = self.confinement
+        return {
+            "rlimits": within_own_limits(confinement.rlimits),
+            "cgroup_procs": confinement.cgroup_procs,
+            "cgroup_dir_fd": confinement.cgroup_dir_fd,
+            "pass_fds": self.pass_fds,
+            "captures": [REPORT_CAP, INIT_REPORT_CAP, *plan.capture_caps],
+        }
+
+    def pump_options(self, plan: Plan, cpu_baseline: float = 0.0) -> dict[str, object]:
+        """The C core's run keywords for ``plan`` (``Sandbox.pump``'s but ``since`` and
+        ``release_fd``); the CPU limit counts from ``cpu_baseline``."""
+        return {
+            "cgroup_cpu_fd": self.confinement.cpu_counter,
+            "stdin": plan.stdin,
+            "stdin_callback": _guarded(plan.stdin_callback),
+            "on_stdout": _guarded(plan.on_stdout),
+            "on_stderr": _guarded(plan.on_stderr),
+            "stdout_cap": plan.stdout_cap,
+            "stderr_cap": plan.stderr_cap,
+            "kill_on_cap": plan.kill_on_cap,
+            "timeout": plan.timeout,
+            "cpu_limit": plan.cpu_limit + cpu_baseline if plan.cpu_limit > 0 else 0.0,
+            "cancel": plan.cancel,
+            "text": plan.text,
+        }
+
+
+def _set_up(plan: Plan, *, held: bool) -> _Setup:
+    """Everything around ``plan``'s bwrap, the code file held (empty) or holding
+    ``plan.code``; on a failure nothing is left."""
     if len(plan.payloads) != len(plan.layout.payloads) or len(plan.capture_caps) != len(
         plan.layout.captures
     ):
         raise ValueError("the plan's payloads and captures do not match its fd layout")
+    if (plan.code_path is None) != (plan.layout.code is None):
+        raise ValueError("the plan's code path does not match its fd layout")
     argv = command_line(plan)
-    with (
-        _pass_fds(plan.payloads) as pass_fds,
-        confine(
-            processes=plan.processes, memory_total=plan.memory_total, rlimits=plan.rlimits
-        ) as confinement,
-    ):
-        hook_error: BaseException | None = None
-        try:
-            raw = _sandbox.run(
-                argv,
-                [],
-                rlimits=within_own_limits(confinement.rlimits),
-                cgroup_procs=confinement.cgroup_procs,
-                cgroup_cpu_fd=confinement.cpu_counter,
-                cgroup_dir_fd=confinement.cgroup_dir_fd,
-                pass_fds=pass_fds,
-                captures=[REPORT_CAP, INIT_REPORT_CAP, *plan.capture_caps],
-                stdin=plan.stdin,
-                stdin_callback=_guarded(plan.stdin_callback),
-                on_stdout=_guarded(plan.on_stdout),
-                on_stderr=_guarded(plan.on_stderr),
-                stdout_cap=plan.stdout_cap,
-                stderr_cap=plan.stderr_cap,
-                kill_on_cap=plan.kill_on_cap,
-                timeout=plan.timeout,
-                cpu_limit=plan.cpu_limit,
-                cancel=plan.cancel,
-                text=plan.text,
-            )
-        except _HookRaised as raised:
-            hook_error = raised.error
-        except OSError as exc:
-            raise _spawn_failure(exc) from exc
-        if hook_error is not None:
-            raise hook_error
-        usage = confinement.usage()
+    resources = contextlib.ExitStack()
+    try:
+        code_file = None
+        if plan.code_path is not None:
+            code_file = CodeFile(plan.code_mode, held=held, data=plan.code or b"")
+            resources.callback(code_file.close)
+        lifeline_read, _lifeline_write = resources.enter_context(lifeline())
+        confinement = resources.enter_context(
+            confine(processes=plan.processes, memory_total=plan.memory_total, rlimits=plan.rlimits)
+        )
+        pass_fds = _pass_fds(plan.payloads, lifeline_read, code_file)
+    except BaseException:
+        resources.close()
+        raise
+    return _Setup(argv, confinement, code_file, pass_fds, resources)
+
+
+def _close_pass_fds(setup: _Setup) -> None:
+    """Close the passed fds of this process once bwrap has its own (the lifeline's read
+    end stays with the lifeline)."""
+    for fd in setup.pass_fds[:1] + setup.pass_fds[2:]:
+        os.close(fd)
+    setup.pass_fds = []
+
+
+def _facts(raw: _sandbox.RawResult, setup: _Setup, cpu_baseline: float) -> Facts:
+    """The facts of a run that ended, or the ``SandboxError``/``Cancelled`` it means."""
+    usage = setup.confinement.usage()
     if raw["cancelled"]:
         raise Cancelled("the run was cancelled; the sandbox was killed")
     failure = init_failure(raw["captures"][1])
@@ -479,7 +557,138 @@ def launch(plan: Plan) -> Facts:
         captures=raw["captures"][2:],
         captures_truncated=raw["captures_truncated"][2:],
         usage=usage,
+        cpu_baseline=cpu_baseline,
     )
     if "exit-code" not in bwrap_report(raw["captures"][0]) and not facts.killed:
         raise _setup_failure(raw)
     return facts
+
+
+def _run_core(call: Callable[[], _sandbox.RawResult]) -> _sandbox.RawResult:
+    """``call()`` of the C core, its failures mapped: a callback's exception unwrapped
+    and raised as it was, the core's own ``OSError`` as a ``SandboxError``."""
+    try:
+        return call()
+    except _HookRaised as raised:
+        error = raised.error
+    except OSError as exc:
+        raise _spawn_failure(exc) from exc
+    raise error
+
+
+class Launched:
+    """A sandbox started ahead of its code (``start``), until ``finish`` runs it to its
+    end or ``close`` ends it unrun.  Owns the sandbox, its lifeline, its confinement
+    (cgroup) and its code file; ``close`` releases them all and is idempotent."""
+
+    def __init__(self, sandbox: _sandbox.Sandbox, setup: _Setup) -> None:
+        self._sandbox = sandbox
+        self._setup = setup
+        self._baseline = 0.0
+        self._handed_over = False
+        self.started_at = time.monotonic()
+
+    def waiting(self) -> bool:
+        """Its interpreter has started and waits for its code."""
+        code_file = self._setup.code_file
+        return code_file is not None and code_file.waiting()
+
+    def exited(self) -> bool:
+        """It ended by itself (or was run or closed): it can run nothing now."""
+        return self._sandbox.exited()
+
+    def hand_over(self, code: bytes) -> None:
+        """Write the code into its file (``finish`` then lets the interpreter read it).
+        Raises ``SandboxError`` when the sandbox cannot take it (the caller then closes
+        it and uses another)."""
+        code_file = self._setup.code_file
+        assert code_file is not None
+        baseline = self._sandbox.cpu_time(cgroup_cpu_fd=self._setup.confinement.cpu_counter)
+        if baseline < 0 or self._sandbox.exited():
+            raise SandboxError("the warm sandbox ended before its code came")
+        code_file.write_held(code)
+        self._baseline = baseline
+        self._handed_over = True
+
+    def finish(self, plan: Plan) -> Facts:
+        """Run the sandbox, handed its code, to its end under ``plan``'s stdin, callbacks,
+        caps, deadline and CPU limit, and return the facts; raises as ``launch`` does.
+        The C core starts the clock and only then lets the interpreter read its code, so
+        the wall time and the limits count from there, and no Python code of this
+        process (a signal handler) runs between the two.  Closes it."""
+        if not self._handed_over:
+            raise RuntimeError("hand_over the code first")
+        setup = self._setup
+        try:
+            code_file = setup.code_file
+            assert code_file is not None
+            try:
+                raw = _run_core(
+                    lambda: self._sandbox.pump(
+                        **setup.pump_options(plan, self._baseline),  # type: ignore[arg-type]
+                        release_fd=code_file.fileno(),
+                    )
+                )
+            except SandboxError as exc:
+                cause = exc.__cause__
+                if isinstance(cause, OSError) and str(cause).startswith(_RELEASE_FAILED):
+                    raise SandboxError(
+                        f"the warm sandbox could not be handed its code ({cause}); it was "
+                        "killed before its code ran"
+                    ) from cause
+                raise
+            return _facts(raw, setup, self._baseline)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Kill and reap the sandbox if it still runs, then release the rest."""
+        self._setup.resources.close()
+
+
+def start(plan: Plan) -> Launched:
+    """Start ``plan``'s sandbox without its code: bwrap, the init and the interpreter
+    begin at once, and the interpreter waits at its empty, held code file
+    (``_codefile``) until ``Launched.hand_over`` and ``Launched.finish``.  Raises
+    ``SandboxError`` when bwrap cannot be started."""
+    if plan.code_path is None:
+        raise ValueError("only a plan with code can start before its code")
+    setup = _set_up(plan, held=True)
+    try:
+        try:
+            options = setup.spawn_options(plan)
+            sandbox = _run_core(lambda: _sandbox.start(setup.argv, [], **options))  # type: ignore[arg-type]
+        finally:
+            _close_pass_fds(setup)
+        setup.resources.callback(sandbox.kill)
+    except BaseException:
+        setup.resources.close()
+        raise
+    return Launched(sandbox, setup)
+
+
+def launch(plan: Plan) -> Facts:
+    """Run ``plan``'s sandbox to its end and return the facts.
+
+    Raises ``SandboxError`` when bwrap cannot be started, when it could not build the
+    sandbox (it reports an exit code only for a sandbox it finished building), when the
+    init could not start the program (a program that never ran is never blamed), or when
+    the exit status was lost and nobody reported it; ``Cancelled`` when ``plan.cancel``
+    fired.  An exception from one of the plan's callbacks or a ``KeyboardInterrupt``
+    propagates.
+    In every case the sandbox is killed and reaped first.
+    """
+    setup = _set_up(plan, held=False)
+    with setup.resources:
+        try:
+            raw = _run_core(
+                lambda: _sandbox.run(
+                    setup.argv,
+                    [],
+                    **setup.spawn_options(plan),  # type: ignore[arg-type]
+                    **setup.pump_options(plan),  # type: ignore[arg-type]
+                )
+            )
+        finally:
+            _close_pass_fds(setup)
+        return _facts(raw, setup, 0.0)

@@ -185,10 +185,11 @@ def _execute(
     return finish(plan, checked)
 
 
-def finish(plan: Plan, limits: Limits) -> Result:
-    """Launch ``plan`` (made by ``build_plan``, which returned ``limits``) and classify how
-    it ended: the second half of ``run``, for callers that wait between the two."""
-    return _result(launch(plan), limits)
+def finish(plan: Plan, limits: Limits, launcher: Callable[[Plan], Facts] = launch) -> Result:
+    """Launch ``plan`` (made by ``build_plan``, which returned ``limits``) with
+    ``launcher`` and classify how it ended: the second half of ``run``, for callers that
+    wait between the two (a ``Runner``, which may run it in a warm sandbox)."""
+    return _result(launcher(plan), limits)
 
 
 def python_program(code: object, args: object) -> tuple[list[str], bytes]:
@@ -250,10 +251,9 @@ def build_plan(
     initial, stdin_callback = _stdin_plan(stdin)
     python = _bwrap.find_python()
 
-    payloads = [data for data in (files_stream, code) if data is not None]
-    layout = FdLayout.of(payloads=len(payloads), captures=1)
+    payloads = [] if files_stream is None else [files_stream]
+    layout = FdLayout.of(payloads=len(payloads), captures=1, code=code is not None)
     files_fd = layout.payloads[0] if files_stream is not None else None
-    code_fd = layout.payloads[-1] if code is not None else None
     init_options = ["--files-out-fd", str(layout.captures[0])]
     init_options += ["--files-dir", WORKDIR, "--files-max", str(limits.files_out)]
     if files_fd is not None:
@@ -263,11 +263,12 @@ def build_plan(
     plan = Plan(
         layout=layout,
         python=python,
-        options=_bwrap.run_options(
-            disk=limits.disk, readable=paths, env=env_options, code_fd=code_fd
-        ),
+        options=_bwrap.run_options(disk=limits.disk, readable=paths, env=env_options),
         init_options=init_options,
         program=program,
+        code=code,
+        code_path=None if code is None else MAIN_PATH,
+        code_mode=_bwrap.MAIN_MODE,
         payloads=payloads,
         capture_caps=[limits.files_out + FILES_OVERHEAD],
         rlimits=limits.rlimits(),

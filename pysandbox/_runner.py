@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import weakref
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -19,7 +20,7 @@ from ._async import in_thread, on_loop
 from ._eval import eval_plan, read_output
 from ._file import File
 from ._job import Job
-from ._launch import CancelEvent, launch
+from ._launch import CancelEvent, Facts, Plan, launch
 from ._limits import Limits
 from ._map import map_jobs
 from ._outcome import Outcome
@@ -37,12 +38,22 @@ from ._run import (
 )
 from ._slots import AnyOf, Slots
 from ._types import ProcessOutput, Result
+from ._warm import WarmPool
 
 __all__ = ["Runner"]
 
 #: Makes a run's output callbacks once its cancel event is known (the async forms hand
 #: each chunk to the event loop and give up when that event is set).
 OutputsFor = Callable[[CancelEvent], "tuple[OnOutput, OnOutput]"]
+
+
+def _check_warm(value: object) -> int:
+    """``warm`` as an int >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"warm must be an int, not {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"warm must be at least 0, got {value!r}")
+    return int(value)
 
 
 def _check_max_concurrent(value: object) -> int:
@@ -65,6 +76,11 @@ class Runner:
         same name.
     :param max_concurrent: the most sandboxes running at once (None: ``os.cpu_count()``);
         a call beyond it waits for a slot, without counting that wait in its wall time.
+    :param warm: how many single-use sandboxes to keep started ahead of need, their
+        interpreter waiting for its code (README, *Warm sandboxes*): first for
+        ``run_python`` with this Runner's defaults, then for the kind of call last made.
+        A call of that kind takes one; the pool refills after the call returns.  0: none.
+    :raises SandboxError: ``warm`` > 0 on a host that cannot hold warm sandboxes.
 
     ``run``, ``run_python`` and ``eval_in_sandbox`` take the module-level functions'
     arguments, and ``run_async``, ``run_python_async`` and ``eval_in_sandbox_async`` are
@@ -82,6 +98,7 @@ class Runner:
         readable: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         max_concurrent: int | None = None,
+        warm: int = 0,
     ) -> None:
         if limits is not None and not isinstance(limits, Limits):
             raise TypeError(f"limits must be a Limits or None, not {type(limits).__name__}")
@@ -89,7 +106,16 @@ class Runner:
         self._readable = check_readable(readable)
         check_env(env)
         self._env = dict(env or {})
+        size = _check_warm(warm)
         self._slots = Slots(_check_max_concurrent(max_concurrent))
+        self._pool: WarmPool | None = None
+        if size:
+            program, source = python_program("", ())
+            plan, _ = build_plan(
+                program, limits=self._limits, readable=self._readable, env=self._env, code=source
+            )
+            self._pool = WarmPool(size, plan)
+            weakref.finalize(self, self._pool.close)
 
     @property
     def max_concurrent(self) -> int:
@@ -112,6 +138,17 @@ class Runner:
         return dict(self._env)
 
     @property
+    def warm(self) -> int:
+        """How many warm sandboxes this Runner keeps (0: none)."""
+        return 0 if self._pool is None else self._pool.size
+
+    @property
+    def warm_ready(self) -> int:
+        """Warm sandboxes waiting for a call now (a gauge: the pool refills in the
+        background after each call)."""
+        return 0 if self._pool is None else self._pool.ready
+
+    @property
     def running(self) -> int:
         """Calls that hold a slot now: their sandboxes are starting, running or being
         reaped (a gauge for a service's metrics)."""
@@ -128,13 +165,28 @@ class Runner:
         return self._slots.closed
 
     def close(self) -> None:
-        """Kill and reap every sandbox still running, release every call waiting for a
-        slot (each raises ``Cancelled``), and refuse new calls (``RuntimeError``).
+        """Kill and reap every sandbox still running and every warm one, release every
+        call waiting for a slot (each raises ``Cancelled``), and refuse new calls
+        (``RuntimeError``).
 
         Returns once every call of other threads has ended, within the C core's 50 ms
         tick plus the reaping.  Idempotent.
         """
         self._slots.close()
+        if self._pool is not None:
+            self._pool.close()
+
+    def _facts(self, plan: Plan) -> Facts:
+        """Run ``plan`` in a warm sandbox of its kind if one is waiting, else in a fresh
+        one; the pool refills for this kind once the run has ended."""
+        pool = self._pool
+        if pool is None:
+            return launch(plan)
+        try:
+            launched = pool.take(plan)
+            return launch(plan) if launched is None else launched.finish(plan)
+        finally:
+            pool.served(plan)
 
     def __enter__(self) -> Runner:
         return self
@@ -199,7 +251,7 @@ class Runner:
                 on_stderr=on_stderr,
             )
             queued = ticket.wait(cancel)
-            return dataclasses.replace(finish(plan, checked), queued_time=queued)
+            return dataclasses.replace(finish(plan, checked, self._facts), queued_time=queued)
 
     def _eval(
         self,
@@ -221,7 +273,7 @@ class Runner:
                 cancel=AnyOf(cancel, ticket.stop),
             )
             ticket.wait(cancel)
-            return read_output(launch(plan))
+            return read_output(self._facts(plan))
 
     def run(
         self,

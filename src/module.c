@@ -13,6 +13,7 @@
 #include "sandbox.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -463,6 +464,9 @@ fail:
     return NULL;
 }
 
+/* The message of pump()'s OSError when release_fd's lease could not be given up. */
+#define RELEASE_FAILED "giving up the code file's lease"
+
 /* Where a Sandbox is in its single life; zeroed memory reads as ended. */
 enum { SANDBOX_ENDED = 0, SANDBOX_STARTED, SANDBOX_PUMPING };
 
@@ -625,7 +629,7 @@ static int claim(SandboxObject *self, int next, const char *what)
 PyDoc_STRVAR(pump_doc, "pump($self, /, *, stdin=b'', stdin_callback=None, on_stdout=None,\n"
                        "     on_stderr=None, stdout_cap=sys.maxsize, stderr_cap=sys.maxsize,\n"
                        "     kill_on_cap=False, timeout, cpu_limit=0.0, cancel=None, text=False,\n"
-                       "     cgroup_cpu_fd=-1, since=-1.0)\n"
+                       "     cgroup_cpu_fd=-1, since=-1.0, release_fd=-1)\n"
                        "--\n\n"
                        "Run the sandbox to its end, once.  Feed stdin, capture stdout/stderr up\n"
                        "to their caps, kill `timeout` seconds after `since` (a time.monotonic()\n"
@@ -655,15 +659,15 @@ PyDoc_STRVAR(pump_doc, "pump($self, /, *, stdin=b'', stdin_callback=None, on_std
  */
 static PyObject *Sandbox_pump(SandboxObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {
-        "stdin",      "stdin_callback", "on_stdout", "on_stderr", "stdout_cap",
-        "stderr_cap", "kill_on_cap",    "timeout",   "cpu_limit", "cancel",
-        "text",       "cgroup_cpu_fd",  "since",     NULL};
+    static char *keywords[] = {"stdin",      "stdin_callback", "on_stdout",   "on_stderr",
+                               "stdout_cap", "stderr_cap",     "kill_on_cap", "timeout",
+                               "cpu_limit",  "cancel",         "text",        "cgroup_cpu_fd",
+                               "since",      "release_fd",     NULL};
     PyObject *stdin_callback = Py_None, *on_stdout = Py_None, *on_stderr = Py_None;
     PyObject *cancel = Py_None, *result = NULL;
     Py_buffer stdin_view = {0};
     Py_ssize_t stdout_cap = PY_SSIZE_T_MAX, stderr_cap = PY_SSIZE_T_MAX;
-    int kill_on_cap = 0, text = 0, pump_rc, cgroup_cpu_fd = -1;
+    int kill_on_cap = 0, text = 0, pump_rc, cgroup_cpu_fd = -1, release_fd = -1, release_errno = 0;
     double timeout = -1.0, cpu_limit = 0.0, since = -1.0;
     struct sbx_input input;
     struct sbx_outcome outcome;
@@ -674,10 +678,10 @@ static PyObject *Sandbox_pump(SandboxObject *self, PyObject *args, PyObject *kwa
     memset(&outcome, 0, sizeof outcome);
     memset(&config, 0, sizeof config);
     memset(&ctx, 0, sizeof ctx);
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$y*OOOnnpddOpid:pump", keywords, &stdin_view,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$y*OOOnnpddOpidi:pump", keywords, &stdin_view,
                                      &stdin_callback, &on_stdout, &on_stderr, &stdout_cap,
                                      &stderr_cap, &kill_on_cap, &timeout, &cpu_limit, &cancel,
-                                     &text, &cgroup_cpu_fd, &since))
+                                     &text, &cgroup_cpu_fd, &since, &release_fd))
         return NULL;
     if (stdout_cap < 0 || stderr_cap < 0 || !(timeout > 0) || !isfinite(timeout) ||
         !(cpu_limit >= 0) || !isfinite(cpu_limit) || !isfinite(since)) {
@@ -713,12 +717,22 @@ static PyObject *Sandbox_pump(SandboxObject *self, PyObject *args, PyObject *kwa
     ctx.cancel = cancel == Py_None ? NULL : cancel;
 
     ctx.tstate = PyEval_SaveThread();
-    pump_rc =
-        sbx_pump(&self->child, &input, &config, &outcome, since < 0 ? sbx_monotonic() : since);
+    if (since < 0)
+        since = sbx_monotonic();
+    if (release_fd >= 0 && fcntl(release_fd, F_SETLEASE, F_UNLCK) != 0) {
+        release_errno = errno;
+        sbx_kill_and_reap(&self->child, &outcome.wait_status, &outcome.usage);
+        sbx_child_close_fds(&self->child);
+        pump_rc = SBX_PUMP_FAILED;
+    } else {
+        pump_rc = sbx_pump(&self->child, &input, &config, &outcome, since);
+    }
     PyEval_RestoreThread(ctx.tstate);
     self->state = SANDBOX_ENDED;
 
-    if (pump_rc == SBX_PUMP_FAILED)
+    if (release_errno != 0)
+        PyErr_Format(PyExc_OSError, "%s: %s", RELEASE_FAILED, strerror(release_errno));
+    else if (pump_rc == SBX_PUMP_FAILED)
         PyErr_SetFromErrno(PyExc_OSError);
     else if (pump_rc == SBX_PUMP_DONE || (pump_rc == SBX_PUMP_ABORTED && ctx.cancelled))
         result = build_result(&outcome, self->n_captures, text, ctx.cancelled,
@@ -844,6 +858,9 @@ static PyType_Spec Sandbox_spec = {
     .slots = Sandbox_slots,
 };
 
+/* The keywords of pump() that run() does not take: it starts the clock at the spawn. */
+static const char *const pump_only_keywords[] = {"since", "release_fd", NULL};
+
 /* The keywords of run() that go to start(); the rest go to pump(). */
 static const char *const start_keywords[] = {"rlimits",      "pass_fds",      "captures",
                                              "cgroup_procs", "cgroup_dir_fd", NULL};
@@ -883,9 +900,11 @@ static PyObject *sandbox_run(PyObject *module, PyObject *args, PyObject *kwargs)
             PyDict_DelItemString(pump_kwargs, *key) != 0)
             goto cleanup;
     }
-    if (PyDict_GetItemString(pump_kwargs, "since") != NULL) {
-        PyErr_SetString(PyExc_TypeError, "run() got an unexpected keyword argument 'since'");
-        goto cleanup;
+    for (const char *const *key = pump_only_keywords; *key != NULL; key++) {
+        if (PyDict_GetItemString(pump_kwargs, *key) != NULL) {
+            PyErr_Format(PyExc_TypeError, "run() got an unexpected keyword argument '%s'", *key);
+            goto cleanup;
+        }
     }
     sandbox = sandbox_start(module, args, start_kwargs);
     if (sandbox == NULL)

@@ -35,6 +35,7 @@ from helpers import slow
 
 from pysandbox import _launch, _run, _sandbox
 from pysandbox._cgroup_mounts import unescape
+from pysandbox._lifeline import lifeline
 
 #: The C core's names of the two steps that may refuse a group.
 AT_CLONE = "joining the sandbox's cgroup at clone"
@@ -210,7 +211,10 @@ def test_every_process_of_a_real_sandbox_is_in_the_group(group: Group, group_fd:
         return None
 
     rlimits = [limit for limit in plan.rlimits if limit[0] != resource.RLIMIT_NPROC]
-    with _launch._pass_fds(plan.payloads) as pass_fds:
+    with (
+        lifeline() as (lifeline_read, _),
+        _launch._pass_fds(plan.payloads, lifeline_read, None) as pass_fds,
+    ):
         raw = _sandbox.run(
             _launch.command_line(plan),
             [],

@@ -25,8 +25,8 @@ print(json.dumps(limits))
 
 
 def test_only_the_launch_module_calls_the_c_core() -> None:
-    """``_sandbox.run`` is called in exactly one place, so a default added there reaches
-    every API."""
+    """``_sandbox.run`` and ``_sandbox.start`` (a warm sandbox) are called in one module
+    only, so a default added there reaches every API."""
     callers = []
     for source in sorted(PACKAGE.glob("*.py")):
         tree = ast.parse(source.read_text(encoding="utf-8"))
@@ -34,7 +34,7 @@ def test_only_the_launch_module_calls_the_c_core() -> None:
             if (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "run"
+                and node.func.attr in ("run", "start")
                 and isinstance(node.func.value, ast.Name)
                 and node.func.value.id == "_sandbox"
             ):
@@ -44,10 +44,12 @@ def test_only_the_launch_module_calls_the_c_core() -> None:
 
 def test_fd_layout_numbers_payloads_then_captures() -> None:
     layout = FdLayout.of(payloads=2, captures=1)
-    # 3 is the syscall filter, 4 the lifeline; the payloads follow, then bwrap's status,
-    # the init's report and the API's own capture pipes.
-    assert layout == FdLayout(payloads=(5, 6), status=7, report=8, captures=(9,))
-    assert FdLayout.of() == FdLayout(payloads=(), status=5, report=6, captures=())
+    # 3 is the syscall filter, 4 the lifeline; the payloads follow, then the code file
+    # if any, bwrap's status, the init's report and the API's own capture pipes.
+    assert layout == FdLayout(payloads=(5, 6), code=None, status=7, report=8, captures=(9,))
+    assert FdLayout.of() == FdLayout(payloads=(), code=None, status=5, report=6, captures=())
+    with_code = FdLayout.of(payloads=1, code=True)
+    assert with_code == FdLayout(payloads=(5,), code=6, status=7, report=8, captures=())
 
 
 def test_no_core_dumps_in_either_api() -> None:

@@ -41,7 +41,7 @@ def test_the_handed_descriptors_are_those_of_the_launch() -> None:
     """``_limits`` cannot import ``_launch`` (which imports it through ``_cgroup``): the
     count it derives
     ``MIN_OPEN_FILES`` from must follow the layout of ``run_python`` with files."""
-    layout = FdLayout.of(payloads=2, captures=1)  # input files, code; output files
+    layout = FdLayout.of(payloads=1, captures=1, code=True)  # input files; output files
     assert max(*layout.payloads, layout.status, layout.report, *layout.captures) + 1 == (
         _HANDED_FDS
     )
