@@ -564,7 +564,10 @@ def _facts(raw: _sandbox.RawResult, setup: _Setup, cpu_baseline: float) -> Facts
     return facts
 
 
-def _run_core(call: Callable[[], _sandbox.RawResult]) -> _sandbox.RawResult:
+_Core = TypeVar("_Core")
+
+
+def _run_core(call: Callable[[], _Core]) -> _Core:
     """``call()`` of the C core, its failures mapped: a callback's exception unwrapped
     and raised as it was, the core's own ``OSError`` as a ``SandboxError``."""
     try:

@@ -88,9 +88,9 @@ class WarmPool:
 
     @property
     def ready(self) -> int:
-        """Sandboxes waiting for a call now."""
+        """Sandboxes of the kind last served whose interpreter waits for its code now."""
         with self._lock:
-            return len(self._ready)
+            return sum(key == self._key and launched.waiting() for key, launched in self._ready)
 
     @property
     def started(self) -> int:
@@ -144,14 +144,15 @@ class WarmPool:
             self._lock.notify_all()
 
     def close(self) -> None:
-        """Kill and reap every waiting sandbox and stop refilling.  Idempotent."""
+        """Kill and reap every waiting sandbox and stop refilling; returns once they are
+        gone.  Idempotent.  Call it only once no taken sandbox runs (``Runner.close``
+        first ends the calls): the keeper thread, which started every sandbox of the
+        pool, exits here, and bwrap's ``--die-with-parent`` follows the thread that
+        started it."""
         with self._lock:
             self._closed = True
-            ready, self._ready = self._ready, []
             self._lock.notify_all()
-        for _, launched in ready:
-            launched.close()
-        if self._keeper is not threading.current_thread() and self._pid == os.getpid():
+        if self._pid == os.getpid() and self._keeper is not threading.current_thread():
             self._keeper.join()
 
     def _forked(self) -> None:
@@ -161,11 +162,15 @@ class WarmPool:
         self._lock = threading.Condition()
 
     def _keep(self) -> None:
-        """The keeper thread: retire, then refill one at a time, until closed."""
+        """The keeper thread: retire, then refill one at a time, until closed; then
+        close every waiting sandbox.  The sandboxes are started here, and this thread
+        outlives them: bwrap's ``--die-with-parent`` would kill a sandbox whose starting
+        thread ended, before its init is reaped."""
         while True:
             with self._lock:
                 if self._closed:
-                    return
+                    ready, self._ready = self._ready, []
+                    break
                 stale = self._stale()
                 wanted = len(self._ready) < self.size and self._failures < 3
                 template, key = self._template, self._key
@@ -179,6 +184,8 @@ class WarmPool:
             with self._lock:
                 if not self._closed:
                     self._lock.wait(self._next_expiry())
+        for _, launched in ready:
+            launched.close()
 
     def _stale(self) -> list[Launched]:
         """Take out (the lock held) the sandboxes to retire: of another kind, too old,

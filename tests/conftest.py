@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import os
 import shutil
 import signal
@@ -234,3 +235,32 @@ def caller(request: pytest.FixtureRequest) -> Iterator[Caller]:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     assert left == [], f"processes of the non-root caller outlived the test: {left}"
+
+
+#: The API calls whose tests a module with ``WARM_THROUGH = True`` runs twice: as they
+#: are, and through a warm Runner (``tests/warm.py``), which must be indistinguishable.
+_WARMABLE = ("eval_in_sandbox", "run_python")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run each test of a ``WARM_THROUGH`` module that calls a warmable API in a fresh
+    sandbox and in a warm one (the ``through`` parameter)."""
+    if not getattr(metafunc.module, "WARM_THROUGH", False):
+        return
+    source = inspect.getsource(metafunc.function)
+    if any(f"{name}(" in source for name in _WARMABLE):
+        metafunc.fixturenames.append("through")
+        metafunc.parametrize("through", ["fresh", "warm"], indirect=True)
+
+
+@pytest.fixture
+def through(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """``"fresh"``, or ``"warm"``: the module's warmable API names then run each call
+    through a warm Runner."""
+    if request.param == "warm":
+        import warm
+
+        for name in _WARMABLE:
+            if hasattr(request.module, name):
+                monkeypatch.setattr(request.module, name, getattr(warm, name))
+    return str(request.param)

@@ -13,6 +13,9 @@ from helpers import KILL_LATENCY, PROMPTLY
 import pysandbox
 from pysandbox import ProcessOutput, SandboxError, eval_in_sandbox
 
+#: Every test here that calls eval_in_sandbox or run_python runs fresh and warm (conftest).
+WARM_THROUGH = True
+
 
 @pytest.mark.no_bwrap
 def test_signature_and_defaults_match_the_reference() -> None:

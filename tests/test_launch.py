@@ -39,7 +39,7 @@ def test_only_the_launch_module_calls_the_c_core() -> None:
                 and node.func.value.id == "_sandbox"
             ):
                 callers.append(source.name)
-    assert callers == ["_launch.py"]
+    assert set(callers) == {"_launch.py"}
 
 
 def test_fd_layout_numbers_payloads_then_captures() -> None:

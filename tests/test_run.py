@@ -25,6 +25,9 @@ from helpers import KILL_LATENCY, PROMPTLY, cpu_overshoot, slow
 
 from pysandbox import Limits, Result, SandboxError, Status, run, run_python
 
+#: Every test here that calls eval_in_sandbox or run_python runs fresh and warm (conftest).
+WARM_THROUGH = True
+
 MiB = 2**20
 
 # --------------------------------------------------------------------------- helpers
