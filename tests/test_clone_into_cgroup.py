@@ -211,20 +211,23 @@ def test_every_process_of_a_real_sandbox_is_in_the_group(group: Group, group_fd:
         return None
 
     rlimits = [limit for limit in plan.rlimits if limit[0] != resource.RLIMIT_NPROC]
-    with (
-        lifeline() as (lifeline_read, _),
-        _launch._pass_fds(plan.payloads, lifeline_read, None) as pass_fds,
-    ):
-        raw = _sandbox.run(
-            _launch.command_line(plan),
-            [],
-            rlimits=_launch.within_own_limits(rlimits),
-            pass_fds=pass_fds,
-            captures=[_launch.REPORT_CAP, _launch.INIT_REPORT_CAP, *plan.capture_caps],
-            stdin_callback=on_stdout,
-            timeout=60.0,
-            cgroup_dir_fd=group_fd,
-        )
+    with lifeline() as (lifeline_read, _):
+        pass_fds = _launch._pass_fds(plan.payloads, lifeline_read, None)
+        try:
+            raw = _sandbox.run(
+                _launch.command_line(plan),
+                [],
+                rlimits=_launch.within_own_limits(rlimits),
+                pass_fds=pass_fds,
+                captures=[_launch.REPORT_CAP, _launch.INIT_REPORT_CAP, *plan.capture_caps],
+                stdin_callback=on_stdout,
+                timeout=60.0,
+                cgroup_dir_fd=group_fd,
+            )
+        finally:
+            for fd in pass_fds:
+                if fd != lifeline_read:
+                    os.close(fd)
     report = _launch.parse_init_report(raw["captures"][1])
     assert report is not None and report.wait_status == 0, raw["stderr"]
     assert raw["cgroup_joined_at_clone"] is True
