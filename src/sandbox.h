@@ -104,15 +104,20 @@ const char *sbx_stage_name(int stage);
 
 int sbx_spawn(const struct sbx_spec *spec, struct sbx_child *child, struct sbx_spawn_error *error);
 
-/* A growable byte buffer owned by whoever initialised it. */
+/*
+ * A growable byte buffer owned by whoever initialised it (all zero: empty).
+ * data is a heap block, or with mapped an anonymous mapping of alloc bytes
+ * (pump.c says when); only sbx_buffer_free releases it.
+ */
 struct sbx_buffer {
     char *data;
     size_t len;
     size_t alloc;
+    int mapped;
 };
 
 void sbx_buffer_free(struct sbx_buffer *buf);
-int sbx_buffer_reserve(struct sbx_buffer *buf, size_t extra);
+int sbx_buffer_reserve(struct sbx_buffer *buf, size_t extra, size_t limit);
 int sbx_buffer_append(struct sbx_buffer *buf, const char *data, size_t len);
 
 /* Pending bytes for the child's stdin. */

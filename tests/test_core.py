@@ -302,3 +302,116 @@ def test_a_cancel_object_that_raises_propagates_after_the_kill() -> None:
     with pytest.raises(LookupError, match="is_set failed"):
         sh("sleep 30", cancel=Broken())
     assert children_of(os.getpid()) == []
+
+
+# The capture buffer's sizes (pump.c): its first heap block, the largest heap block,
+# a huge page, and (module.c) the size from which the final object is advised for huge
+# pages and a text is copied without the decoder.
+FIRST_BLOCK, HEAP_MAX, HUGE_PAGE, HUGE_COPY_MIN = 64 * 1024, 256 * 1024, 2 * 2**20, 4 * 2**20
+AROUND_THRESHOLDS = sorted(
+    {n + d for n in (FIRST_BLOCK, HEAP_MAX, HUGE_PAGE, HUGE_COPY_MIN) for d in (-1, 0, 1)}
+)
+
+
+@pytest.mark.parametrize("size", AROUND_THRESHOLDS)
+def test_capture_is_exact_around_the_buffer_sizes(size: int) -> None:
+    """Every byte back, in order, whether the cap is above, at or one under the output."""
+    data = os.urandom(size)
+    for cap in (sys.maxsize, size, size - 1):
+        raw = _sandbox.run(["/bin/cat"], [], stdin=data, stdout_cap=cap, timeout=30.0)
+        assert raw["stdout"] == data[:cap], f"cap {cap}"
+        assert raw["stdout_truncated"] == (cap < size)
+
+
+def test_capture_past_the_first_mapping_grows_without_loss() -> None:
+    # Past 64 MiB the mapping is grown (mremap), with a cap that bounds nothing.
+    data = os.urandom(2**20) * 70 + b"end"
+    raw = _sandbox.run(["/bin/cat"], [], stdin=data, timeout=60.0)
+    assert raw["stdout"] == data and not raw["stdout_truncated"]
+
+
+def text_payloads() -> list[bytes]:
+    """Texts around the size where module.c copies ASCII without the decoder, with a
+    non-ASCII character where a chunk of its check starts or ends, and with white space
+    to strip that takes a text across that size."""
+    chunk, big = 256 * 1024, b"x" * HUGE_COPY_MIN
+    payloads = [big, big[:-1] + b"\n", b" " + big + b"\n", big + b"\x00", big + b"abc"]
+    for at in (0, chunk - 1, chunk, 3 * chunk + 5, len(big) - 1):
+        payloads.append(big[:at] + "é".encode() + big[at + 1 :])
+    payloads.append(big + b"xyz" + "\u20ac".encode())
+    return payloads
+
+
+@pytest.mark.parametrize("payload", text_payloads(), ids=lambda p: f"{len(p)}-{p[-4:]!r}")
+def test_large_text_matches_decode_then_strip(payload: bytes) -> None:
+    raw = _sandbox.run(["/bin/cat"], [], stdin=payload, text=True, timeout=30.0)
+    assert isinstance(raw["stdout"], str)
+    assert raw["stdout"] == payload.decode("utf-8").strip(" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f")
+
+
+@pytest.mark.parametrize("bad_at", [0, 300_000, HUGE_COPY_MIN + 2])
+def test_large_text_that_is_not_utf8_is_none(bad_at: int) -> None:
+    payload = bytearray(b"x" * (HUGE_COPY_MIN + 3))
+    payload[bad_at] = 0xFF
+    raw = _sandbox.run(["/bin/cat"], [], stdin=bytes(payload), text=True, timeout=30.0)
+    assert raw["stdout"] is None
+
+
+def status_kib(field: str) -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError(f"{field} missing from /proc/self/status")
+
+
+def test_large_captures_are_released() -> None:
+    """The buffers' mappings are unmapped: neither the resident set nor the address
+    space grows over calls that each capture 8 MiB (a leak would add a mapping sized to
+    the cap each time)."""
+    data = os.urandom(8 * 2**20)
+    for _ in range(2):
+        assert len(_sandbox.run(["/bin/cat"], [], stdin=data, timeout=30.0)["stdout"]) == len(data)
+    rss, size = status_kib("VmRSS"), status_kib("VmSize")
+    for _ in range(20):
+        raw = _sandbox.run(["/bin/cat"], [], stdin=data, stdout_cap=48 * 2**20, timeout=30.0)
+        assert len(raw["stdout"]) == len(data)
+        del raw
+    assert status_kib("VmRSS") - rss < 32 * 1024
+    assert status_kib("VmSize") - size < 128 * 1024
+
+
+def huge_page_kib_at(address: int) -> int:
+    """AnonHugePages of the mapping of this process that holds ``address``."""
+    with open("/proc/self/smaps") as smaps:
+        inside = False
+        for line in smaps:
+            first = line.split()[0]
+            if "-" in first and ":" not in first:
+                start, end = (int(part, 16) for part in first.split("-"))
+                inside = start <= address < end
+            elif inside and first == "AnonHugePages:":
+                return int(line.split()[1])
+    raise AssertionError(f"no mapping holds {address:#x}")
+
+
+def transparent_huge_pages() -> str:
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return f.read()
+    except OSError:
+        return "[never]"
+
+
+@pytest.mark.skipif(
+    "[never]" in transparent_huge_pages(), reason="no transparent huge pages on this kernel"
+)
+@pytest.mark.parametrize("text", [False, True])
+def test_a_large_capture_lands_in_huge_pages(text: bool) -> None:
+    # With THP in "madvise" mode (common) only the advice puts the object there: each
+    # 2 MiB of it then costs one page fault instead of 512.  id() is the object's
+    # address in CPython; its middle is well inside the object's own pages.
+    raw = _sandbox.run(["/bin/cat"], [], stdin=b"x" * (16 * 2**20), text=text, timeout=30.0)
+    out = raw["stdout"]
+    assert out is not None and len(out) == 16 * 2**20
+    assert huge_page_kib_at(id(out) + len(out) // 2) >= 2048
