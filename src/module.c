@@ -928,7 +928,20 @@ static PyGetSetDef Sandbox_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
+/*
+ * Sandbox_new: refuse Sandbox(): only start() makes one, owning a child.
+ * Called with the GIL; returns NULL with TypeError set.
+ */
+static PyObject *Sandbox_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    (void)args;
+    (void)kwargs;
+    PyErr_Format(PyExc_TypeError, "cannot create '%.100s' instances: use start()", type->tp_name);
+    return NULL;
+}
+
 static PyType_Slot Sandbox_slots[] = {
+    {Py_tp_new, Sandbox_new},
     {Py_tp_doc, "A started sandbox (made by start()), run once by pump() or ended by kill()."},
     {Py_tp_dealloc, Sandbox_dealloc},
     {Py_tp_methods, Sandbox_methods},
@@ -939,11 +952,7 @@ static PyType_Slot Sandbox_slots[] = {
 static PyType_Spec Sandbox_spec = {
     .name = "pysandbox._sandbox.Sandbox",
     .basicsize = sizeof(SandboxObject),
-#ifdef Py_TPFLAGS_DISALLOW_INSTANTIATION
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
-#else
     .flags = Py_TPFLAGS_DEFAULT,
-#endif
     .slots = Sandbox_slots,
 };
 
