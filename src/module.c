@@ -737,6 +737,10 @@ PyDoc_STRVAR(pump_doc, "pump($self, /, *, stdin=b'', stdin_callback=None, on_std
                        "where they are not UTF-8.  cgroup_cpu_fd, when >= 0, is a readable fd of\n"
                        "the sandbox's cgroup CPU counter (v1 cpuacct.usage or v2 cpu.stat): the\n"
                        "CPU watcher then also counts every task that ever ran in the group.\n"
+                       "release_fd, when >= 0, holds a file lease (a warm sandbox's code file):\n"
+                       "it is given up (F_SETLEASE F_UNLCK) once the clock has started and\n"
+                       "before anything else, so the program waiting on the file starts under\n"
+                       "the limits; if that fails, the child is killed and reaped first.\n"
                        "Returns a dict of facts; raises OSError if the loop failed, RuntimeError\n"
                        "if the sandbox was already run or killed.");
 
