@@ -282,20 +282,23 @@ def test_a_job_whose_workers_died_too_often_is_an_error_outcome(
 
 
 @contextlib.contextmanager
-def _command_line_cluster(tmp_path: Path) -> Iterator[Client]:
+def _command_line_cluster(
+    tmp_path: Path, worker_env: dict[str, str] | None = None
+) -> Iterator[Client]:
     """``dask scheduler`` on a free port of 127.0.0.1 and two ``dask worker`` of two
-    threads without a nanny, from this interpreter's bin directory, and a client made
-    by ``connect`` (what ``--scheduler`` calls); every
+    threads without a nanny (in ``worker_env``, when given), from this interpreter's bin
+    directory, and a client made by ``connect`` (what ``--scheduler`` calls); every
     process killed (its whole session) and reaped on leaving."""
     dask_program = str(Path(sys.executable).parent / "dask")
     scheduler_file = tmp_path / "scheduler.json"
     started: list[subprocess.Popen[bytes]] = []
 
-    def start(name: str, *argv: str) -> None:
+    def start(name: str, *argv: str, env: dict[str, str] | None = None) -> None:
         with open(tmp_path / f"{name}.log", "wb") as log:
             started.append(
                 subprocess.Popen(
                     [dask_program, *argv],
+                    env=env,
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -322,6 +325,7 @@ def _command_line_cluster(tmp_path: Path) -> Iterator[Client]:
                 "--nthreads=2",
                 "--no-nanny",
                 "--no-dashboard",
+                env=worker_env,
             )
         with connect(_address_in(scheduler_file)) as made:
             made.wait_for_workers(2, timeout=slow(30))
@@ -425,6 +429,23 @@ def test_batch_on_a_scheduler_runs_on_its_workers_answers_bad_lines_here_and_res
     ]
     ran = sorted((str(line["id"]), line["stdout"]) for line in final if "error" not in line)
     assert ran == sorted((job_id, f"{job_id}\n") for job_id in ids)  # each once
+
+
+def test_batch_on_workers_that_cannot_start_a_sandbox_fails_before_opening_results(
+    tmp_path: Path,
+) -> None:
+    """Workers whose PATH has no bwrap: the batch's probe on each worker fails, so it
+    exits 125 naming a worker and the reason, and writes no RESULTS full of errors."""
+    write_jobs(tmp_path / "jobs.jsonl", *({"argv": ["true"]} for _ in range(3)))
+    no_bwrap = {**os.environ, "PATH": str(tmp_path / "empty")}
+    with _command_line_cluster(tmp_path, worker_env=no_bwrap) as client:
+        address = client.scheduler.address
+        done = cli("batch", "jobs.jsonl", "--out", "r.jsonl", "--scheduler", address)
+    assert done.returncode == 125, done.stderr
+    error = done.stderr.decode()
+    assert error.startswith(f"pysandbox: sandbox error: 2 of the 2 workers of {address} ")
+    assert error.endswith("SandboxError: Cannot find the `bwrap` executable\n"), error
+    assert not (tmp_path / "r.jsonl").exists()
 
 
 def test_batch_with_an_unreachable_scheduler_fails_before_opening_results(
