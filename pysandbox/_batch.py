@@ -5,7 +5,8 @@ The jobs are read lazily, a line at a time as ``Runner.map`` asks for the next j
 file of any length costs the memory of the read-ahead window plus one id per line (for
 resuming and for refusing a duplicate id).  A line that is not a job (bad UTF-8 or JSON,
 a bad key or value) or repeats an earlier line's id becomes an error outcome in its
-place; a line whose id the results file already has is skipped (resume).
+place, given by the caller's Runner: on a cluster (``client``) it is never sent to a
+worker.  A line whose id the results file already has is skipped (resume).
 """
 
 from __future__ import annotations
@@ -77,14 +78,21 @@ def _rejected(job_id: JobId, problem: JobLineError) -> _Rejected:
 
 
 class _BatchRunner(Runner):
-    """A ``Runner`` whose ``run_job`` turns a ``_Rejected`` line into its error outcome."""
+    """A ``Runner`` that answers a ``_Rejected`` line with its error outcome itself: in
+    ``run_job`` for a local map, and before a cluster map would send it to a worker
+    (whose Runner is a plain one and would run the placeholder as a job)."""
 
-    def run_job(self, job: Job, *, cancel: CancelEvent | None = None) -> Outcome:
-        """The outcome of ``job``: its run, or the error of a line that was not a job."""
+    def _answer_here(self, job: Job) -> Outcome | None:
+        """The error outcome of a line that was not a job; None for a job to run."""
         if isinstance(job, _Rejected):
             assert job.problem is not None
             return Outcome.of_error(job.id, job.problem)
-        return super().run_job(job, cancel=cancel)
+        return None
+
+    def run_job(self, job: Job, *, cancel: CancelEvent | None = None) -> Outcome:
+        """The outcome of ``job``: its run, or the error of a line that was not a job."""
+        here = self._answer_here(job)
+        return here if here is not None else super().run_job(job, cancel=cancel)
 
 
 def _valid_id(value: object) -> JobId | None:
@@ -166,6 +174,7 @@ def run_batch(
     ordered: bool,
     progress: bool,
     total: int | None = None,
+    client: object = None,
 ) -> None:
     """Run every job of ``lines`` that ``results`` lacks and append its outcome there,
     counting in ``report`` as it goes.
@@ -177,6 +186,9 @@ def run_batch(
     :param ordered: write the outcomes in the order of the lines, not as jobs end.
     :param progress: show a tqdm bar on stderr (``total`` job lines, when known); a
         skipped line moves it on too.  ``ImportError`` when tqdm is missing.
+    :param client: a ``distributed.Client``: the jobs run on its cluster's workers
+        (``Runner.map(client=...)``), ``max_concurrent`` capping each worker process;
+        the bad lines are answered here and never sent.
 
     An exception (``KeyboardInterrupt``, an ``OSError`` of the results file) kills and
     reaps the running sandboxes before it propagates; every line written is whole.
@@ -197,6 +209,7 @@ def run_batch(
                 read_jobs(lines, results, skipped),
                 ordered=ordered,
                 progress=False if bar is None else bar,
+                client=client,
             )
             try:
                 for outcome in outcomes:

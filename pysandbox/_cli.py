@@ -6,7 +6,8 @@ through as they arrive, then one verdict line goes to stderr (or, with ``--json`
 JSON object, ``Result.to_dict()``, goes to stdout), and the exit status mirrors the
 program's.
 ``pysandbox batch JOBS.jsonl --out RESULTS.jsonl`` runs one job per line of JOBS and
-appends one outcome line per job to RESULTS, resuming where an earlier run stopped.
+appends one outcome line per job to RESULTS, resuming where an earlier run stopped;
+with ``--scheduler tcp://HOST:8786`` the jobs run on the workers of a Dask cluster.
 ``pysandbox selftest`` and ``pysandbox demo`` run the self-test and the reference demo;
 bare ``python -m pysandbox`` is the demo, and ``--selftest`` is ``selftest``.
 """
@@ -24,7 +25,7 @@ import stat
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from typing import BinaryIO, Callable, NoReturn, TextIO
+from typing import Any, BinaryIO, Callable, NoReturn, TextIO
 
 from . import __version__
 from ._demo import demo
@@ -63,6 +64,8 @@ EXIT_LIMIT = 124
 #: no bwrap, no such program...), or ``--output-dir`` could not be written; as
 #: ``env(1)`` and ``docker run`` say 125.
 EXIT_SANDBOX_ERROR = 125
+#: Seconds ``batch --scheduler`` tries to reach the scheduler before it gives up (125).
+SCHEDULER_TIMEOUT = 10.0
 #: Added to the number of the signal that killed the program (139 for SIGSEGV).
 EXIT_SIGNAL_BASE = 128
 #: Ctrl-C (SIGINT) interrupted the command; the sandbox was killed and reaped.
@@ -87,8 +90,9 @@ exit status:
   {EXIT_READER_GONE}     the reader of our output went away (SIGPIPE); the sandbox was killed
   selftest exits 0 when every protection holds, {EXIT_SELFTEST_FAILED} otherwise.
   batch exits 0 once every job has its line in RESULTS, whatever the verdicts; 130 or 143
-  when interrupted (rerun it to resume), 125 when this host cannot run a sandbox or
-  RESULTS cannot be written, 2 for bad options or an unusable JOBS or RESULTS.
+  when interrupted (rerun it to resume), 125 when this host (with --scheduler: the
+  scheduler, or a worker) cannot run a sandbox or RESULTS cannot be written, 2 for bad
+  options or an unusable JOBS or RESULTS.
 With --json, stdout holds exactly one JSON object: Result.to_dict() of the run, or
 {{"error": MESSAGE, "kind": "sandbox_error" | "interrupted" | "terminated"}} when there
 was no result."""
@@ -364,6 +368,50 @@ def _max_concurrent(text: str) -> int:
     return value
 
 
+def _scheduler_address(text: str) -> str:
+    """``--scheduler``: a Dask address with a host and a port (``tcp://HOST:8786``),
+    checked by Dask's own parser; a usage error without Dask or with a bad address."""
+    if importlib.util.find_spec("distributed") is None:
+        raise argparse.ArgumentTypeError("needs Dask: pip install pysandbox[dask]")
+    from distributed.comm.addressing import get_address_host_port  # type: ignore[import-untyped, import-not-found, unused-ignore]
+
+    try:
+        get_address_host_port(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (expected tcp://HOST:PORT)") from None
+    return text
+
+
+def _cluster(address: str) -> Any:
+    """A client of the scheduler at ``address`` whose workers can all start a sandbox;
+    ``SandboxError`` (exit 125) when the scheduler cannot be reached within
+    ``SCHEDULER_TIMEOUT`` or a worker cannot start a sandbox."""
+    from ._dask import connect, probe_on_worker
+
+    try:
+        client = connect(address, timeout=SCHEDULER_TIMEOUT)
+    except OSError as exc:
+        raise SandboxError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+    try:
+        answers = client.run(probe_on_worker)
+        problems = {worker: why for worker, why in answers.items() if why is not None}
+        if problems:
+            worker, why = sorted(problems.items())[0]
+            raise SandboxError(
+                f"{len(problems)} of the {len(answers)} workers of {address} cannot start a "
+                f"sandbox; {worker}: {why}"
+            )
+        if not answers:
+            print(
+                f"pysandbox: the scheduler at {address} has no workers yet; the jobs wait for them",
+                file=sys.stderr,
+            )
+    except BaseException:
+        client.close()
+        raise
+    return client
+
+
 def _open_jobs(parser: argparse.ArgumentParser, path: str, out: str) -> BinaryIO:
     """JOBS opened for reading in binary (``-``: our stdin); a usage error when it cannot
     be read or is the results file itself."""
@@ -393,10 +441,18 @@ def _batch_command(parser: argparse.ArgumentParser, options: argparse.Namespace)
         parser.error("--progress needs tqdm: pip install pysandbox[progress]")
     env = _pairs(parser, "--env", options.env)
     jobs = _open_jobs(parser, options.jobs, options.out)
-    run(["true"])  # a host that cannot run a sandbox fails here (125), before RESULTS
+    # a host (or cluster) that cannot run a sandbox fails here (125), before RESULTS
+    client = None if options.scheduler is None else _cluster(options.scheduler)
+    max_concurrent = options.max_concurrent
+    if client is None:
+        run(["true"])
+    elif max_concurrent is None:  # each worker as many as it has threads
+        max_concurrent = max(client.nthreads().values(), default=None)
     try:
         results = open_results(options.out)
     except ResultsFileError as exc:
+        if client is not None:
+            client.close()
         parser.error(f"argument --out: {exc}")
     if results.repaired:
         print(
@@ -406,18 +462,19 @@ def _batch_command(parser: argparse.ArgumentParser, options: argparse.Namespace)
         )
     report = BatchReport()
     try:
-        with results, jobs:
+        with results, jobs, client if client is not None else contextlib.nullcontext():
             run_batch(
                 jobs,
                 results,
                 report,
                 limits=limits_from(options),
-                max_concurrent=options.max_concurrent,
+                max_concurrent=max_concurrent,
                 readable=[os.path.abspath(path) for path in options.readable],
                 env=env,
                 ordered=options.ordered,
                 progress=options.progress,
                 total=_job_lines(options.jobs) if options.progress else None,
+                client=client,
             )
     except (KeyboardInterrupt, _Terminated) as stop:
         kind = "interrupted" if isinstance(stop, KeyboardInterrupt) else "terminated"
@@ -457,6 +514,14 @@ def _add_batch_options(command: argparse.ArgumentParser) -> None:
         type=_max_concurrent,
         metavar="N",
         help="the most sandboxes running at once (default: the number of CPUs)",
+    )
+    command.add_argument(
+        "--scheduler",
+        type=_scheduler_address,
+        metavar="ADDRESS",
+        help="run the jobs on the workers of the Dask scheduler at ADDRESS "
+        "(tcp://HOST:8786) instead of here; --max-concurrent then caps each worker process "
+        "(default: its threads); needs pysandbox[dask]",
     )
     command.add_argument(
         "--ordered",

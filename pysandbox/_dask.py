@@ -47,6 +47,7 @@ __all__ = [
     "check_client",
     "connect",
     "map_on_cluster",
+    "probe_on_worker",
     "run_on_worker",
     "worker_runners",
 ]
@@ -170,15 +171,34 @@ def worker_runners() -> list[Runner]:
     return _WORKER.runners()
 
 
-def connect(address: str) -> Any:
+def connect(address: str, *, timeout: float | None = None) -> Any:
     """A ``distributed.Client`` of the scheduler at ``address`` (``tcp://HOST:8786``),
-    for ``Runner.map(client=...)``; ``ImportError`` saying how to install Dask."""
+    for ``Runner.map(client=...)``; ``ImportError`` saying how to install Dask.
+
+    :param timeout: seconds to reach the scheduler before ``OSError`` (None: Dask's
+        ``distributed.comm.timeouts.connect``, 30 s by default).
+    """
     if not isinstance(address, str):
         raise TypeError(f"address must be a str, not {type(address).__name__}")
     if not address:
         raise ValueError("address must name a scheduler, such as tcp://HOST:8786")
     distributed = _import_distributed()
-    return distributed.Client(address)
+    if timeout is None:
+        return distributed.Client(address)
+    return distributed.Client(address, timeout=timeout)
+
+
+def probe_on_worker() -> str | None:
+    """Run by ``Client.run`` in each worker process before a batch: None when this
+    process can start a sandbox, else why it cannot (so a worker host without
+    bubblewrap fails the batch once instead of filling its results with errors)."""
+    from ._run import run
+
+    try:
+        run(["true"])
+    except Exception as exc:  # SandboxError, a broken host: the reason is the answer
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def _import_distributed() -> Any:
@@ -232,6 +252,16 @@ def _answer(future: Any, job_id: JobId | None) -> Outcome:
     return outcome
 
 
+def _answer_here(runner: Runner, index: int, job: object) -> Outcome | None:
+    """The outcome of the ``index``-th item when the caller gives it without a worker:
+    an error outcome for an item that is not a ``Job``, or ``runner``'s own answer (a
+    batch's bad line); None for a job to send."""
+    if not isinstance(job, Job):
+        error = TypeError(f"jobs[{index}] must be a Job, not {type(job).__name__}")
+        return Outcome.of_error(index, error)
+    return runner._answer_here(job)
+
+
 def map_on_cluster(
     runner: Runner,
     client: Any,
@@ -245,7 +275,8 @@ def map_on_cluster(
     input order).
 
     A job without an id gets its place in the input before it is sent; an item that is
-    not a ``Job`` is an error outcome and is not sent.  ``closed`` is asked before each
+    not a ``Job``, or a job ``runner`` answers itself (``Runner._answer_here``), is an
+    outcome in its place and is not sent.  ``closed`` is asked before each
     job is read; once true the map cancels its tasks and raises ``RuntimeError``.
     """
     distributed = _import_distributed()
@@ -270,13 +301,14 @@ def map_on_cluster(
                 index, job = item
                 if ordered:
                     order.append(index)
-                if not isinstance(job, Job):
-                    error = TypeError(f"jobs[{index}] must be a Job, not {type(job).__name__}")
+                here = _answer_here(runner, index, job)
+                if here is not None:
                     if ordered:
-                        ready[index] = Outcome.of_error(index, error)
+                        ready[index] = here
                     else:
-                        yield Outcome.of_error(index, error)
+                        yield here
                     continue
+                assert isinstance(job, Job)
                 if job.id is None:
                     job = dataclasses.replace(job, id=index)
                 key = f"{map_id}-{index}"

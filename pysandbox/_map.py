@@ -2,10 +2,12 @@
 (or in input order), the jobs read lazily and the memory flat however many there are.
 
 Threads suit the work: each waits in the C core, which releases the GIL.  The caller's
-iterable is read only as far as the window (twice the workers) asks, and an outcome is
-dropped once yielded.  Leaving the loop (``break``, an exception, ``KeyboardInterrupt``,
-the generator's ``close``) sets the map's cancel event: the running sandboxes are killed
-and reaped, the queued jobs dropped, and no more jobs are read.
+iterable is read only as far as the window (twice the workers) asks, each job of the
+window on a thread of its own (those beyond the workers wait for a slot of the Runner,
+planned and ready to start), and an outcome is dropped once yielded.  Leaving the loop
+(``break``, an exception, ``KeyboardInterrupt``, the generator's ``close``) sets the
+map's cancel event: the running sandboxes are killed and reaped, the queued jobs
+dropped, and no more jobs are read.
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ def map_jobs(
     ordered: bool,
     closed: Callable[[], bool],
 ) -> Generator[Outcome, None, None]:
-    """Run ``jobs`` with ``run_job`` on ``workers`` threads and yield their outcomes.
+    """Run ``jobs`` with ``run_job``, ``workers`` at once (the Runner's cap, which
+    ``run_job`` waits for), and yield their outcomes.
 
     :param ordered: yield in input order (waiting for a slow job while the others run
         on, holding at most ``READ_AHEAD * workers`` outcomes) rather than as they end.
@@ -60,7 +63,10 @@ def map_jobs(
     source = enumerate(jobs)
     window = READ_AHEAD * workers
     pending: collections.deque[concurrent.futures.Future[Outcome]] = collections.deque()
-    pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="pysandbox-map")
+    # A thread per job of the window: beyond the ``workers`` running, the others wait
+    # for a slot with their plans built, so a slot that frees starts its next sandbox at
+    # once instead of after the outcome is handed back and the next job read and planned.
+    pool = concurrent.futures.ThreadPoolExecutor(window, thread_name_prefix="pysandbox-map")
     try:
         exhausted = False
         while True:

@@ -476,6 +476,12 @@ class Runner:
             return Outcome.of_error(job.id, exc)
         return Outcome(job.id, result)
 
+    def _answer_here(self, job: Job) -> Outcome | None:
+        """The outcome of ``job`` when this Runner gives it without a sandbox (here never:
+        None).  A cluster map answers such jobs in the caller and sends only the others to
+        its workers, whose Runners are plain ones (``_batch``'s bad lines)."""
+        return None
+
     def map(
         self,
         jobs: Iterable[Job],

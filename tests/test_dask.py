@@ -12,6 +12,7 @@ import io
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -26,6 +27,9 @@ import pytest
 from conftest import pids_with_marker, survivors, unique_marker
 from distributed import Client, LocalCluster
 from helpers import PROMPTLY, slow
+from test_batch import outcomes as result_lines
+from test_batch import summary, write_jobs
+from test_cli import assert_usage_error, cli
 from test_runner import gated, wait_until
 from tqdm import tqdm
 
@@ -278,20 +282,23 @@ def test_a_job_whose_workers_died_too_often_is_an_error_outcome(
 
 
 @contextlib.contextmanager
-def _command_line_cluster(tmp_path: Path) -> Iterator[Client]:
+def _command_line_cluster(
+    tmp_path: Path, worker_env: dict[str, str] | None = None
+) -> Iterator[Client]:
     """``dask scheduler`` on a free port of 127.0.0.1 and two ``dask worker`` of two
-    threads without a nanny, from this interpreter's bin directory, and a client made
-    by ``connect`` (what ``--scheduler`` calls); every
+    threads without a nanny (in ``worker_env``, when given), from this interpreter's bin
+    directory, and a client made by ``connect`` (what ``--scheduler`` calls); every
     process killed (its whole session) and reaped on leaving."""
     dask_program = str(Path(sys.executable).parent / "dask")
     scheduler_file = tmp_path / "scheduler.json"
     started: list[subprocess.Popen[bytes]] = []
 
-    def start(name: str, *argv: str) -> None:
+    def start(name: str, *argv: str, env: dict[str, str] | None = None) -> None:
         with open(tmp_path / f"{name}.log", "wb") as log:
             started.append(
                 subprocess.Popen(
                     [dask_program, *argv],
+                    env=env,
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -318,6 +325,7 @@ def _command_line_cluster(tmp_path: Path) -> Iterator[Client]:
                 "--nthreads=2",
                 "--no-nanny",
                 "--no-dashboard",
+                env=worker_env,
             )
         with connect(_address_in(scheduler_file)) as made:
             made.wait_for_workers(2, timeout=slow(30))
@@ -365,3 +373,107 @@ def test_connect_checks_the_address_first() -> None:
         connect(8786)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="address must name a scheduler"):
         connect("")
+
+
+# ---- pysandbox batch --scheduler ----------------------------------------------------
+
+
+def _batch_jobs(path: Path, ids: list[str]) -> Path:
+    """A jobs file: a good job per id, each printing its id, with a malformed line and a
+    duplicate id among them (lines 3 and 5)."""
+    lines = [json.dumps({"id": job_id, "python": f"print({job_id!r})"}) for job_id in ids]
+    lines.insert(2, "not json")
+    lines.insert(4, json.dumps({"id": ids[0], "python": "print('again')"}))
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+def test_batch_on_a_scheduler_runs_on_its_workers_answers_bad_lines_here_and_resumes(
+    tmp_path: Path,
+) -> None:
+    """``pysandbox batch --scheduler`` on a scheduler and two workers started with Dask's
+    command-line programs, from a caller whose PATH has no bwrap (so no job can have run
+    in the caller): every job's output comes back from the workers, in the order of the
+    lines with ``--ordered``; the malformed line and the duplicate id are error outcomes
+    in their places, never run as jobs on a worker; and a rerun after lines were lost
+    runs exactly the missing jobs."""
+    ids = [f"job-{n}" for n in range(10)]
+    jobs = _batch_jobs(tmp_path / "jobs.jsonl", ids)
+    results = tmp_path / "results.jsonl"
+    no_bwrap = {**os.environ, "PATH": str(tmp_path / "empty")}
+    with _command_line_cluster(tmp_path) as client:
+        address = client.scheduler.address
+        batch = ("batch", str(jobs), "--out", str(results), "--scheduler", address)
+        done = cli(*batch, "--ordered", env=no_bwrap)
+        assert done.returncode == 0, done.stderr
+        lines = result_lines(results)
+        assert [line["id"] for line in lines] == [*ids[:2], 3, ids[2], ids[0], *ids[3:]]
+        assert lines[2]["error_type"] == "JobLineError"
+        assert lines[2]["error"] == "line 3: bad JSON: Expecting value, column 1"
+        assert lines[4]["error_type"] == "DuplicateIdError"
+        assert "stdout" not in lines[2] and "stdout" not in lines[4]
+        good = [line for line in lines if "error" not in line]
+        assert [line["stdout"] for line in good] == [f"{job_id}\n" for job_id in ids]
+        assert "ERROR=2, OK=10" in summary(done)
+
+        kept = results.read_text().splitlines(keepends=True)
+        results.write_text("".join(kept[:2] + kept[5:9]))  # jobs 0, 1, 3..6 stay done
+        again = cli(*batch, env=no_bwrap)
+        assert again.returncode == 0, again.stderr
+        assert summary(again).endswith("; 6 skipped, already in the results")
+        assert "ERROR=2, OK=4" in summary(again)  # job-2, job-7..9 and the two bad lines
+    final = result_lines(results)
+    assert sorted(line["error_type"] for line in final if "error" in line) == [
+        "DuplicateIdError",
+        "JobLineError",
+    ]
+    ran = sorted((str(line["id"]), line["stdout"]) for line in final if "error" not in line)
+    assert ran == sorted((job_id, f"{job_id}\n") for job_id in ids)  # each once
+
+
+def test_batch_on_workers_that_cannot_start_a_sandbox_fails_before_opening_results(
+    tmp_path: Path,
+) -> None:
+    """Workers whose PATH has no bwrap: the batch's probe on each worker fails, so it
+    exits 125 naming a worker and the reason, and writes no RESULTS full of errors."""
+    write_jobs(tmp_path / "jobs.jsonl", *({"argv": ["true"]} for _ in range(3)))
+    no_bwrap = {**os.environ, "PATH": str(tmp_path / "empty")}
+    with _command_line_cluster(tmp_path, worker_env=no_bwrap) as client:
+        address = client.scheduler.address
+        done = cli("batch", "jobs.jsonl", "--out", "r.jsonl", "--scheduler", address)
+    assert done.returncode == 125, done.stderr
+    error = done.stderr.decode()
+    assert error.startswith(f"pysandbox: sandbox error: 2 of the 2 workers of {address} ")
+    assert error.endswith("SandboxError: Cannot find the `bwrap` executable\n"), error
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_batch_with_an_unreachable_scheduler_fails_before_opening_results(
+    tmp_path: Path,
+) -> None:
+    """No scheduler listens on the port: exit 125 with a message, and no RESULTS."""
+    with socket.socket() as probe:  # a port of 127.0.0.1 that nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    write_jobs(tmp_path / "jobs.jsonl", {"argv": ["true"]})
+    address = f"tcp://127.0.0.1:{port}"
+    done = cli("batch", "jobs.jsonl", "--out", "r.jsonl", "--scheduler", address)
+    assert done.returncode == 125, done.stderr
+    error = done.stderr.decode()
+    assert error.startswith(
+        f"pysandbox: sandbox error: cannot reach the Dask scheduler at {address}"
+    )
+    assert "Traceback" not in error
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "tcp:/127.0.0.1:8786", "bogus://127.0.0.1:1"])
+def test_batch_refuses_a_scheduler_address_without_a_host_and_port(
+    tmp_path: Path, address: str
+) -> None:
+    write_jobs(tmp_path / "jobs.jsonl", {"argv": ["true"]})
+    error = assert_usage_error(
+        cli("batch", "jobs.jsonl", "--out", "r.jsonl", "--scheduler", address)
+    )
+    assert "argument --scheduler: " in error
+    assert not (tmp_path / "r.jsonl").exists()
