@@ -26,4 +26,4 @@ LD_PRELOAD="$runtimes" \
     "$venv/bin/pytest" -n auto -q -p no:cacheprovider \
     tests/test_core.py tests/test_invariants.py tests/test_contract.py tests/test_launch.py \
     tests/test_run.py tests/test_run_files.py tests/test_run_async.py \
-    tests/test_output_callbacks.py "$@"
+    tests/test_output_callbacks.py tests/test_core_started.py tests/test_warm.py "$@"
