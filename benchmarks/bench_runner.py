@@ -18,6 +18,9 @@ is), a quarter writing 1 MiB to stdout.  The same jobs go through:
 * the same loop over ``benchmarks/baseline.py``'s ``eval_in_sandbox`` (the pure-Python
   reference: ``prlimit`` + ``bwrap`` through ``subprocess``), at the same worker counts,
   the best of them being the baseline of the ratios;
+* ``Runner(max_concurrent=N, warm=N).map(jobs)`` for the default cap and the largest
+  loop count: the same map with ``N`` warm sandboxes (README, *Warm sandboxes*), whose
+  start-up overlaps the other jobs' runs;
 * ``Runner().map(jobs, client=client)`` on a ``distributed.LocalCluster`` of two worker
   processes of one thread each, started before the clock and closed after.
 
@@ -331,6 +334,11 @@ def main(argv: Iterable[str] | None = None) -> int:
                 methods[f"Runner(max_concurrent={cap}).map"] = lambda c, f, r=runners[cap]: (
                     through_map(c, f, runner=r)
                 )
+        for cap in sorted({default_cap, max(loop_counts())}):
+            warm = stack.enter_context(Runner(max_concurrent=cap, warm=cap))
+            methods[f"Runner(max_concurrent={cap}, warm={cap}).map"] = lambda c, f, r=warm: (
+                through_map(c, f, runner=r)
+            )
         for workers in loop_counts():
             methods[f"loop run_python x{workers}"] = lambda c, f, w=workers: through_loop(
                 c, f, workers=w, call=run_python_job
@@ -410,6 +418,9 @@ def report(figures: dict[str, Figures], rss: dict[str, int]) -> None:
     workers = int(loop_name.rsplit("x", 1)[1])
     same_name, same = map_at(figures, workers)
     print(goal_line(same_name, same, f"{loop_name} (as many sandboxes at once)", loop))
+    warm_name, warm = best(figures, "Runner(max_concurrent=")
+    if "warm" in warm_name:
+        print(goal_line(warm_name, warm, f"the best loop ({loop_name})", loop))
 
 
 if __name__ == "__main__":
