@@ -640,9 +640,10 @@ class Launched:
                         "killed before its code ran"
                     ) from cause
                 raise
-            return _facts(raw, setup, self._baseline)
         finally:
             self.close()
+        # After the clean-up: the cgroup's counters were read once, when it ended.
+        return _facts(raw, setup, self._baseline)
 
     def close(self) -> None:
         """Kill and reap the sandbox if it still runs, then release the rest."""
@@ -694,4 +695,5 @@ def launch(plan: Plan) -> Facts:
             )
         finally:
             _close_pass_fds(setup)
-        return _facts(raw, setup, 0.0)
+    # After the clean-up: the cgroup's counters were read once, when it ended.
+    return _facts(raw, setup, 0.0)

@@ -70,6 +70,7 @@ def _nothing_left_behind() -> Iterator[None]:
     """Every test: no group of this process is left in the parent's listing afterwards."""
     before = set(groups_of(os.getpid()))
     yield
+    assert _cgroup.drain(30), "the reaper did not finish"
     assert set(groups_of(os.getpid())) - before == set()
 
 
@@ -551,3 +552,44 @@ def test_a_run_on_cgroup_v2_is_born_in_its_group() -> None:
     facts = launch(plan)
     on_v2 = discover()["pids"].version == 2 or discover()["memory"].version == 2
     assert facts.joined_at_clone is on_v2
+
+
+def test_remove_later_leaves_no_group_once_drained() -> None:
+    """A group with ``remove_later`` has its processes killed and its counters read when
+    ``__exit__`` returns; its directories are gone once the reaper has drained, for many
+    groups in a row."""
+    requires("pids")
+    before = set(groups_of(os.getpid()))
+    made = []
+    for _ in range(20):
+        with SandboxCgroup(processes=8, memory=None, remove_later=True) as group:
+            made += group.paths
+            child = start_inside(group, "import time; time.sleep(60)")
+        assert gone(child.pid), "a process in the group outlived __exit__"
+        child.wait(10)
+        assert group.usage() == group.usage() and group.dir_fd == -1
+    assert _cgroup.drain(30)
+    assert [path for path in made if os.path.exists(path)] == []
+    assert set(groups_of(os.getpid())) - before == set()
+
+
+def test_drain_after_fork_forgets_the_parents_groups() -> None:
+    """A child forked while the reaper holds groups neither removes them nor waits for
+    them: they are the parent's, and the parent's reaper removes them."""
+    requires("pids")
+    read_end, write_end = os.pipe()
+    with SandboxCgroup(processes=8, memory=None, remove_later=True) as group:
+        paths = group.paths
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            ok = _cgroup.drain(5)
+            os.write(write_end, b"1" if ok else b"0")
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        assert reader.read() == b"1"
+    os.waitpid(pid, 0)
+    assert _cgroup.drain(30)
+    assert [path for path in paths if os.path.exists(path)] == []
