@@ -358,6 +358,15 @@ def _read_usage(nodes: Iterable[_Node]) -> CgroupUsage:
     )
 
 
+def _open_tasks(node: _Node, procs_fd: int) -> int:
+    """The v1 group's ``tasks`` file opened write-only (close-on-exec), or ``procs_fd``
+    (its ``cgroup.procs``) when it cannot be opened; the caller owns the descriptor."""
+    try:
+        return os.open("tasks", os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=node.fd)
+    except OSError:
+        return procs_fd
+
+
 def _open_cpu_counter(nodes: Iterable[_Node]) -> int:
     """The group's CPU counter opened for reading (close-on-exec), or -1 when it has
     none; the caller owns the descriptor."""
@@ -704,6 +713,8 @@ class SandboxCgroup:
         self._memory = memory
         self._nodes: list[_Node] = []
         self._procs_fds: list[int] = []
+        #: Per node: the fd the spawn child joins through (see ``v1_join_fds``).
+        self._join_fds: list[int] = []
         self._cpu_fd = -1
         self._state = "new"  # -> "entered" -> "exited"
         self._final: CgroupUsage | None = None
@@ -731,6 +742,20 @@ class SandboxCgroup:
         """Those of ``procs_fds`` of cgroup v1 hierarchies: the ones the spawned child
         writes to; the v2 group is joined through ``dir_fd``."""
         return [fd for node, fd in zip(self._nodes, self._procs_fds) if node.hierarchy.version == 1]
+
+    @property
+    def v1_join_fds(self) -> list[int]:
+        """What the spawned child writes ``b"0"`` into to join the group's cgroup v1
+        hierarchies: write-only, close-on-exec descriptors of each v1 group's ``tasks``
+        file (its ``cgroup.procs`` where ``tasks`` cannot be opened).  ``0`` in ``tasks``
+        moves the writing thread, which is the whole process for the spawn child (a
+        process of one thread, as every process between its clone and its exec is):
+        every process of the sandbox is born inside all the same.  Moving one thread
+        of the writer itself spares the kernel the global lock that moving a whole
+        thread group takes (``cgroup_threadgroup_rwsem``), whose writer waits for an
+        RCU grace period: milliseconds on a loaded host, in the middle of every
+        spawn.  Empty before ``__enter__``, after ``__exit__`` and with no limit."""
+        return list(self._join_fds)
 
     @property
     def dir_fd(self) -> int:
@@ -860,6 +885,8 @@ class SandboxCgroup:
                 path = os.path.join(node.path, "cgroup.procs")
                 raise failure("open", path, exc, node.hierarchy) from exc
             self._procs_fds.append(fd)
+            if node.hierarchy.version == 1:
+                self._join_fds.append(_open_tasks(node, fd))
         self._cpu_fd = _open_cpu_counter(self._nodes)
 
     def _members(self) -> set[int]:
@@ -917,10 +944,11 @@ class SandboxCgroup:
         if self._state == "exited":
             return
         self._state = "exited"
-        for fd in self._procs_fds:
+        for fd in {*self._procs_fds, *self._join_fds}:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._procs_fds = []
+        self._join_fds = []
         if self._cpu_fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(self._cpu_fd)

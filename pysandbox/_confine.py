@@ -37,7 +37,8 @@ class Confinement:
     memory_by: str
     #: The rlimits for the C core, ``RLIMIT_NPROC`` included or not as chosen.
     rlimits: list[tuple[int, int, int]]
-    #: The cgroup.procs fds (v1) the spawned child joins.
+    #: The fds (v1: ``tasks``, see ``SandboxCgroup.v1_join_fds``) the spawned child
+    #: joins through.
     cgroup_procs: list[int]
     #: The group, for its usage after the run; None without one.
     cgroup: SandboxCgroup | None
@@ -98,7 +99,7 @@ def confine(
             processes_by,
             memory_by,
             limits,
-            group.v1_procs_fds,
+            group.v1_join_fds,
             group,
             group.cpu_counter,
             group.dir_fd,

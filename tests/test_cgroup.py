@@ -121,6 +121,11 @@ except OSError as exc:
 sys.stdin.read()
 """
 
+#: Starts a thread that waits for ever (for FORKER: a process of two tasks).
+THREAD_THEN = (
+    "import threading\nthreading.Thread(target=threading.Event().wait, daemon=True).start()\n"
+)
+
 #: Starts threads until the kernel refuses, and prints how many started.
 THREADER = """
 import threading
@@ -538,7 +543,46 @@ def test_v2_is_joined_at_birth_and_v1_by_writing() -> None:
             assert group.dir_fd == -1
         assert len(group.v1_procs_fds) == len(group.paths) - (1 if 2 in versions else 0)
         assert set(group.v1_procs_fds) <= set(group.procs_fds)
-    assert group.dir_fd == -1 and group.v1_procs_fds == []
+        assert len(group.v1_join_fds) == len(group.v1_procs_fds)
+    assert group.dir_fd == -1 and group.v1_procs_fds == [] and group.v1_join_fds == []
+
+
+def test_v1_is_joined_through_tasks_with_every_process_after() -> None:
+    """The C core's child joins the v1 groups by writing 0 to their ``tasks`` files (one
+    thread, the whole of a process that has one; no global lock): the process and all
+    it starts are in every v1 group, its other threads and children too, and the cap
+    holds for them."""
+    requires("pids")
+    with SandboxCgroup(processes=5, memory=None) as group:
+        v1 = [path for path in group.paths if not Path(path, "cgroup.type").exists()]
+        if not v1:
+            pytest.skip("no cgroup v1 hierarchy here")
+        targets = [os.path.realpath(f"/proc/self/fd/{fd}") for fd in group.v1_join_fds]
+        assert sorted(targets) == sorted(os.path.join(path, "tasks") for path in v1)
+        fds = group.v1_join_fds
+
+        def join() -> None:
+            for fd in fds:
+                os.write(fd, b"0")
+
+        forker = subprocess.Popen(
+            [sys.executable, "-c", THREAD_THEN + FORKER],
+            preexec_fn=join,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert forker.stdout is not None
+            # The forker, its thread and its children: the cap of 5 tasks counts them all.
+            assert forker.stdout.readline().split() == ["3", str(errno.EAGAIN)]
+            for path in v1:
+                listed = {int(pid) for pid in Path(path, "cgroup.procs").read_text().split()}
+                assert forker.pid in listed and len(listed) == 4
+            assert group.usage().pids_exceeded
+        finally:
+            group.kill()
+            forker.communicate(timeout=10)
 
 
 def test_a_run_on_cgroup_v2_is_born_in_its_group() -> None:
