@@ -18,10 +18,14 @@ the creator's pid and pid namespace, see ``_sweep_dead_callers``) under a
 shared parent group ``pysandbox`` in each hierarchy it needs, sets the limits, and hands
 the C core what joins it: on cgroup v2 the group's directory, in which ``clone3`` with
 ``CLONE_INTO_CGROUP`` creates bwrap (no migration, so no wait for an RCU grace period);
-on v1 write-only descriptors of the group's ``cgroup.procs`` files, into which the
-spawn child writes ``b"0"`` before it executes bwrap.  Either way every process of the
+on v1 write-only descriptors of the group's ``tasks`` files (``v1_join_fds``), into
+which the spawn child writes ``b"0"`` before it executes bwrap: that moves the one
+thread the child has, without the global lock (and its RCU grace period) that moving a
+whole process through ``cgroup.procs`` takes.  Either way every process of the
 sandbox is born inside the group.  Afterwards ``usage()`` tells what happened,
-and leaving the ``with`` block kills what is left and removes the group.
+and leaving the ``with`` block kills what is left and removes the group (or, for the
+launch, leaves the removal of its empty directories to the reaper thread, after the
+call has returned: ``drain``).
 
 This module holds that lifecycle: create, join, limit, read, kill, remove, the sweeps
 of leftover groups and of dead callers' groups, and the probe.  Three modules serve it:
@@ -670,9 +674,10 @@ class SandboxCgroup:
     swap is accounted, so swap does not extend it, and ``memory.kmem.tcp.limit_in_bytes``
     for socket buffers; v2: ``memory.max``, and ``memory.swap.max`` = 0 when present),
     and opens (``O_WRONLY|O_CLOEXEC``) the
-    ``cgroup.procs`` file of each of those groups: ``procs_fds``.  The spawn child writes
-    ``b"0"`` into each of these descriptors to move itself in before it executes, so
-    every process of the sandbox is born inside.  On v1 the ``cpuacct`` hierarchy is
+    ``cgroup.procs`` file of each of those groups: ``procs_fds`` (and on v1 their
+    ``tasks`` files: ``v1_join_fds``).  The spawn child writes ``b"0"`` into the v1
+    ones to move itself in before it executes, so every process of the sandbox is
+    born inside.  On v1 the ``cpuacct`` hierarchy is
     joined too when mounted, for ``CgroupUsage.cpu_time``.  A limit that is None is not
     set, and its hierarchy not joined (with both None, no group is made at all).
 

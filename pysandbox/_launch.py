@@ -86,7 +86,8 @@ _HOST_FIXES = {
 _CGROUP_STAGES = ("joining the sandbox's cgroup", "opening the sandbox's cgroup.procs")
 _NOT_ALLOWED_TO_MOVE = (
     "this process may not move processes into the group: it needs write access to "
-    "cgroup.procs in the group and in the nearest group above both it and this process"
+    "cgroup.procs (cgroup v1: tasks) in the group and in the nearest group above both it "
+    "and this process"
 )
 _CGROUP_FIXES = {
     errno.EBUSY: "the group has controllers enabled for groups below it, and cgroup v2 "
