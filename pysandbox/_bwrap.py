@@ -87,11 +87,33 @@ MOVED_ROOT = "/.pysandbox"
 
 
 def find_bwrap() -> str:
-    """Return the absolute path of ``bwrap`` on ``PATH``, or raise ``SandboxError``."""
+    """Return the absolute path of ``bwrap`` on ``PATH``, or raise ``SandboxError``.
+
+    The search is made once per value of ``PATH`` (and working directory, which a
+    relative entry depends on); the path found is used again while it is still an
+    executable file, so a bwrap removed or replaced by a non-executable is searched for
+    afresh."""
+    key = (os.environ.get("PATH"), os.getcwd() if _relative_path_entry() else "")
+    cached = _found_bwrap.get(key)
+    if cached is not None and os.access(cached, os.X_OK) and os.path.isfile(cached):
+        return cached
     found = shutil.which("bwrap")
     if found is None:
         raise SandboxError("Cannot find the `bwrap` executable")
-    return os.path.abspath(found)
+    path = os.path.abspath(found)
+    if len(_found_bwrap) >= 16:
+        _found_bwrap.clear()
+    _found_bwrap[key] = path
+    return path
+
+
+#: ``find_bwrap``'s answers, by (``PATH``, working directory or "").
+_found_bwrap: dict[tuple[str | None, str], str] = {}
+
+
+def _relative_path_entry() -> bool:
+    """Whether ``PATH`` has an entry that is not absolute (an empty one means ".")."""
+    return any(not entry.startswith("/") for entry in os.environ.get("PATH", os.defpath).split(":"))
 
 
 def find_python() -> str:

@@ -18,10 +18,14 @@ the creator's pid and pid namespace, see ``_sweep_dead_callers``) under a
 shared parent group ``pysandbox`` in each hierarchy it needs, sets the limits, and hands
 the C core what joins it: on cgroup v2 the group's directory, in which ``clone3`` with
 ``CLONE_INTO_CGROUP`` creates bwrap (no migration, so no wait for an RCU grace period);
-on v1 write-only descriptors of the group's ``cgroup.procs`` files, into which the
-spawn child writes ``b"0"`` before it executes bwrap.  Either way every process of the
+on v1 write-only descriptors of the group's ``tasks`` files (``v1_join_fds``), into
+which the spawn child writes ``b"0"`` before it executes bwrap: that moves the one
+thread the child has, without the global lock (and its RCU grace period) that moving a
+whole process through ``cgroup.procs`` takes.  Either way every process of the
 sandbox is born inside the group.  Afterwards ``usage()`` tells what happened,
-and leaving the ``with`` block kills what is left and removes the group.
+and leaving the ``with`` block kills what is left and removes the group (or, for the
+launch, leaves the removal of its empty directories to the reaper thread, after the
+call has returned: ``drain``).
 
 This module holds that lifecycle: create, join, limit, read, kill, remove, the sweeps
 of leftover groups and of dead callers' groups, and the probe.  Three modules serve it:
@@ -60,6 +64,7 @@ Failing closed
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
 import dataclasses
 import errno
@@ -87,7 +92,7 @@ from ._cgroup_mounts import CPUACCT, LIMITED, Hierarchy, discover, missing, open
 from ._errors import SandboxError
 from ._limits import MAX_LIMIT
 
-__all__ = ["PARENT", "CgroupSupport", "CgroupUsage", "SandboxCgroup", "probe"]
+__all__ = ["PARENT", "CgroupSupport", "CgroupUsage", "SandboxCgroup", "drain", "probe"]
 
 #: The name of the shared parent group, at the root of each hierarchy.
 PARENT = "pysandbox"
@@ -357,6 +362,15 @@ def _read_usage(nodes: Iterable[_Node]) -> CgroupUsage:
     )
 
 
+def _open_tasks(node: _Node, procs_fd: int) -> int:
+    """The v1 group's ``tasks`` file opened write-only (close-on-exec), or ``procs_fd``
+    (its ``cgroup.procs``) when it cannot be opened; the caller owns the descriptor."""
+    try:
+        return os.open("tasks", os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=node.fd)
+    except OSError:
+        return procs_fd
+
+
 def _open_cpu_counter(nodes: Iterable[_Node]) -> int:
     """The group's CPU counter opened for reading (close-on-exec), or -1 when it has
     none; the caller owns the descriptor."""
@@ -505,6 +519,148 @@ def _sweep_dead_callers() -> None:
         SandboxCgroup._adopt(nodes)._teardown()
 
 
+# -- clean-up after the call ----------------------------------------------------------------
+
+
+class _Reaper:
+    """The work that only cleans up, done in a daemon thread of this process after the
+    call that needs it has returned: removing the directories of finished groups (their
+    processes are already killed and their counters read, by ``_teardown``), and the
+    sweep of dead callers' groups (``_sweep_dead_callers``), asked for by every new group
+    and run once for however many asked while it waited.
+
+    The thread starts with the first job (and again in a forked child, which forgets
+    the parent's jobs: those groups are the parent's to remove).  ``drain`` waits until
+    no job is left; at exit the jobs left are run in the exiting thread, then the
+    groups whose removal ran out of time are tried once more.  Where no thread can be
+    started, a job runs at once in the caller's thread.  Never raises."""
+
+    def __init__(self) -> None:
+        self._ready = threading.Condition()
+        self._removals: collections.deque[list[_Node]] = collections.deque()
+        self._sweep = False
+        #: Jobs taken and not yet done (by the thread, or by ``_run_pending``).
+        self._busy = 0
+        self._thread: threading.Thread | None = None
+        self._exit_hook = False
+
+    def remove(self, nodes: list[_Node]) -> None:
+        """Remove the groups of ``nodes`` and close their descriptors, soon."""
+        with self._ready:
+            self._removals.append(nodes)
+            started = self._wake()
+        if not started:
+            self._run_pending()
+
+    def sweep_dead_callers(self) -> None:
+        """Run ``_sweep_dead_callers`` soon (once for the requests made meanwhile)."""
+        with self._ready:
+            self._sweep = True
+            started = self._wake()
+        if not started:
+            self._run_pending()
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until every job handed over so far is done; False when ``timeout``
+        seconds passed first."""
+        with self._ready:
+            return self._ready.wait_for(self._idle, timeout)
+
+    def _idle(self) -> bool:
+        return not (self._removals or self._sweep or self._busy)
+
+    def _wake(self) -> bool:
+        """With ``_ready`` held: notify the thread, started if need be; False when it
+        cannot run."""
+        if not self._exit_hook:
+            atexit.register(self._at_exit)
+            self._exit_hook = True
+        if self._thread is None:
+            thread = threading.Thread(target=self._serve, name="pysandbox-cgroup-reaper")
+            thread.daemon = True
+            try:
+                thread.start()
+            except RuntimeError:  # interpreter shutdown, or no thread to be had
+                return False
+            self._thread = thread
+        self._ready.notify_all()
+        return True
+
+    def _next(self) -> tuple[list[_Node] | None, bool]:
+        """With ``_ready`` held: take the next job (nodes to remove, or the sweep)."""
+        if self._removals:
+            return self._removals.popleft(), False
+        sweep, self._sweep = self._sweep, False
+        return None, sweep
+
+    def _do(self, nodes: list[_Node] | None, sweep: bool) -> None:
+        try:
+            if nodes is not None:
+                _remove_all(nodes)
+            if sweep:
+                _sweep_dead_callers()
+        except Exception:
+            pass
+
+    def _serve(self) -> None:
+        """The thread: the jobs one by one, as they come."""
+        while True:
+            with self._ready:
+                self._ready.wait_for(lambda: bool(self._removals or self._sweep))
+                nodes, sweep = self._next()
+                self._busy += 1
+            self._done(nodes, sweep)
+
+    def _done(self, nodes: list[_Node] | None, sweep: bool) -> None:
+        """Do a job taken (counted in ``_busy``), then count it done."""
+        try:
+            self._do(nodes, sweep)
+        finally:
+            with self._ready:
+                self._busy -= 1
+                self._ready.notify_all()
+
+    def _run_pending(self) -> None:
+        """Run the jobs left in this thread (the thread may be working on one)."""
+        while True:
+            with self._ready:
+                if not (self._removals or self._sweep):
+                    return
+                nodes, sweep = self._next()
+                self._busy += 1
+            self._done(nodes, sweep)
+
+    def _at_exit(self) -> None:
+        self._run_pending()
+        self.drain(_KILL_SECONDS + _REMOVE_SECONDS)
+        _sweep_leftovers()
+
+    def forget(self) -> None:
+        """In a forked child: the parent's jobs and thread are not this process's; the
+        descriptors the child inherited are closed, no group is removed."""
+        self._ready = threading.Condition()
+        for nodes in self._removals:
+            for node in nodes:
+                node.close()
+        self._removals.clear()
+        self._sweep = False
+        self._busy = 0
+        self._thread = None
+
+
+_reaper = _Reaper()
+os.register_at_fork(after_in_child=_reaper.forget)
+
+
+def drain(timeout: float | None = None) -> bool:
+    """Wait until the groups this process has finished with are removed (or, if they
+    could not be yet, left for the retry before the next group and at exit), and the
+    sweep of dead callers' groups asked for so far has run; False when ``timeout``
+    seconds passed first.  Only tests and tools need it: the groups are removed soon
+    anyway, and at exit."""
+    return _reaper.drain(timeout)
+
+
 # -- the sandbox's group in every hierarchy -------------------------------------------------
 
 
@@ -518,9 +674,10 @@ class SandboxCgroup:
     swap is accounted, so swap does not extend it, and ``memory.kmem.tcp.limit_in_bytes``
     for socket buffers; v2: ``memory.max``, and ``memory.swap.max`` = 0 when present),
     and opens (``O_WRONLY|O_CLOEXEC``) the
-    ``cgroup.procs`` file of each of those groups: ``procs_fds``.  The spawn child writes
-    ``b"0"`` into each of these descriptors to move itself in before it executes, so
-    every process of the sandbox is born inside.  On v1 the ``cpuacct`` hierarchy is
+    ``cgroup.procs`` file of each of those groups: ``procs_fds`` (and on v1 their
+    ``tasks`` files: ``v1_join_fds``).  The spawn child writes ``b"0"`` into the v1
+    ones to move itself in before it executes, so every process of the sandbox is
+    born inside.  On v1 the ``cpuacct`` hierarchy is
     joined too when mounted, for ``CgroupUsage.cpu_time``.  A limit that is None is not
     set, and its hierarchy not joined (with both None, no group is made at all).
 
@@ -528,18 +685,25 @@ class SandboxCgroup:
     ``__exit__`` closes the descriptors, kills what is left and removes the directories
     (within about a second; a directory that cannot be removed in time, because a process
     in it does not die, is retried before the next group is made and at exit).  It
-    never raises: only the original exception, if any, propagates.
+    never raises: only the original exception, if any, propagates.  With
+    ``remove_later``, ``__exit__`` still kills what is left and takes the final counters
+    before it returns, but leaves the removal of the (empty) directories to this
+    process's reaper thread, after the caller has its result: ``drain()`` waits for it,
+    and it is done at exit.
 
     :param processes: the most tasks (processes plus threads) alive at once, or None.
     :param memory: bytes of memory for the whole sandbox (its processes, its page cache,
         the tmpfs pages it writes and its socket buffers; v1 caps the sockets apart, at
         the same size), or None.  v1 rounds it down to whole pages.
+    :param remove_later: remove the directories in the reaper thread (see above).
     :raises TypeError, ValueError: a limit is not None or a positive int.
     :raises SandboxError: (from ``__enter__``) a limit cannot be set here; the message
         names the file and the fix.  Nothing is left behind.
     """
 
-    def __init__(self, *, processes: int | None, memory: int | None) -> None:
+    def __init__(
+        self, *, processes: int | None, memory: int | None, remove_later: bool = False
+    ) -> None:
         """Check the limits; nothing is created before ``__enter__``."""
         for name, value in (("processes", processes), ("memory", memory)):
             if value is None:
@@ -554,9 +718,12 @@ class SandboxCgroup:
         self._memory = memory
         self._nodes: list[_Node] = []
         self._procs_fds: list[int] = []
+        #: Per node: the fd the spawn child joins through (see ``v1_join_fds``).
+        self._join_fds: list[int] = []
         self._cpu_fd = -1
         self._state = "new"  # -> "entered" -> "exited"
         self._final: CgroupUsage | None = None
+        self._remove_later = remove_later
 
     @classmethod
     def _adopt(cls, nodes: list[_Node]) -> SandboxCgroup:
@@ -580,6 +747,20 @@ class SandboxCgroup:
         """Those of ``procs_fds`` of cgroup v1 hierarchies: the ones the spawned child
         writes to; the v2 group is joined through ``dir_fd``."""
         return [fd for node, fd in zip(self._nodes, self._procs_fds) if node.hierarchy.version == 1]
+
+    @property
+    def v1_join_fds(self) -> list[int]:
+        """What the spawned child writes ``b"0"`` into to join the group's cgroup v1
+        hierarchies: write-only, close-on-exec descriptors of each v1 group's ``tasks``
+        file (its ``cgroup.procs`` where ``tasks`` cannot be opened).  ``0`` in ``tasks``
+        moves the writing thread, which is the whole process for the spawn child (a
+        process of one thread, as every process between its clone and its exec is):
+        every process of the sandbox is born inside all the same.  Moving one thread
+        of the writer itself spares the kernel the global lock that moving a whole
+        thread group takes (``cgroup_threadgroup_rwsem``), whose writer waits for an
+        RCU grace period: milliseconds on a loaded host, in the middle of every
+        spawn.  Empty before ``__enter__``, after ``__exit__`` and with no limit."""
+        return list(self._join_fds)
 
     @property
     def dir_fd(self) -> int:
@@ -618,8 +799,9 @@ class SandboxCgroup:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        """Close the descriptors, kill what is left and remove the group; never raises."""
-        self._teardown()
+        """Close the descriptors, kill what is left and remove the group (with
+        ``remove_later``, in the reaper thread); never raises."""
+        self._teardown(later=self._remove_later)
 
     def usage(self) -> CgroupUsage:
         """The group's counters now; after ``__exit__``, as they were when it ended."""
@@ -680,7 +862,7 @@ class SandboxCgroup:
         if not needed:
             return
         _sweep_leftovers()
-        _sweep_dead_callers()
+        _reaper.sweep_dead_callers()
         owner = f"{os.getpid()}-{_pid_namespace()}"
         name = f"{PARENT}-{owner}-{next(_counter)}-{secrets.token_hex(4)}"
         # The limits first (their failures are the ones to report), cpuacct last.
@@ -708,6 +890,8 @@ class SandboxCgroup:
                 path = os.path.join(node.path, "cgroup.procs")
                 raise failure("open", path, exc, node.hierarchy) from exc
             self._procs_fds.append(fd)
+            if node.hierarchy.version == 1:
+                self._join_fds.append(_open_tasks(node, fd))
         self._cpu_fd = _open_cpu_counter(self._nodes)
 
     def _members(self) -> set[int]:
@@ -759,15 +943,17 @@ class SandboxCgroup:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
 
-    def _teardown(self) -> None:
-        """Close, kill, snapshot the counters, remove; bounded, and never raises."""
+    def _teardown(self, *, later: bool = False) -> None:
+        """Close, kill, snapshot the counters, remove (``later``: hand the directories to
+        the reaper thread); bounded, and never raises."""
         if self._state == "exited":
             return
         self._state = "exited"
-        for fd in self._procs_fds:
+        for fd in {*self._procs_fds, *self._join_fds}:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._procs_fds = []
+        self._join_fds = []
         if self._cpu_fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(self._cpu_fd)
@@ -780,14 +966,23 @@ class SandboxCgroup:
             pass
         if self._final is None:
             self._final = CgroupUsage(None, False, False, None)
-        deadline = time.monotonic() + _REMOVE_SECONDS
-        for node in self._nodes:
-            try:
-                _remove(node, deadline)
-            except Exception:
-                pass
-            finally:
-                node.close()
+        if later and self._nodes:
+            _reaper.remove(list(self._nodes))
+        else:
+            _remove_all(self._nodes)
+
+
+def _remove_all(nodes: list[_Node]) -> None:
+    """Remove the groups of ``nodes`` (within ``_REMOVE_SECONDS``, else left for
+    ``_sweep_leftovers``) and close their descriptors; never raises."""
+    deadline = time.monotonic() + _REMOVE_SECONDS
+    for node in nodes:
+        try:
+            _remove(node, deadline)
+        except Exception:
+            pass
+        finally:
+            node.close()
 
 
 # -- what this host allows ------------------------------------------------------------------
@@ -821,16 +1016,16 @@ def _probe() -> CgroupSupport:
     supported: dict[str, bool] = {}
     # Why each controller failed, and a key telling failures of one cause apart.
     failures: dict[str, tuple[str, object]] = {}
-    for controller, limits in (
-        ("pids", {"processes": _TRIAL_PROCESSES, "memory": None}),
-        ("memory", {"processes": None, "memory": _TRIAL_MEMORY}),
+    for controller, (processes, memory) in (
+        ("pids", (_TRIAL_PROCESSES, None)),
+        ("memory", (None, _TRIAL_MEMORY)),
     ):
         supported[controller] = False
         if controller not in found:
             failures[controller] = (missing(controller), "missing")
             continue
         try:
-            with SandboxCgroup(**limits):
+            with SandboxCgroup(processes=processes, memory=memory):
                 pass
         except SandboxError as exc:
             cause = exc.__cause__

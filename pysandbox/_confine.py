@@ -37,7 +37,8 @@ class Confinement:
     memory_by: str
     #: The rlimits for the C core, ``RLIMIT_NPROC`` included or not as chosen.
     rlimits: list[tuple[int, int, int]]
-    #: The cgroup.procs fds (v1) the spawned child joins.
+    #: The fds (v1: ``tasks``, see ``SandboxCgroup.v1_join_fds``) the spawned child
+    #: joins through.
     cgroup_procs: list[int]
     #: The group, for its usage after the run; None without one.
     cgroup: SandboxCgroup | None
@@ -72,8 +73,9 @@ def confine(
     memory_total: int | None,
     rlimits: Sequence[tuple[int, int, int]],
 ) -> Iterator[Confinement]:
-    """Set up the caps of one run; the cgroup (if any) is removed on exit, with every
-    process left in it killed.  ``rlimits`` may hold an ``RLIMIT_NPROC`` entry, which is
+    """Set up the caps of one run; on exit the cgroup (if any) has every process left in
+    it killed and its counters read, and is removed soon after (by ``_cgroup``'s reaper
+    thread, off the caller's path).  ``rlimits`` may hold an ``RLIMIT_NPROC`` entry, which is
     replaced by the choice made here."""
     support = probe()
     base = [item for item in rlimits if item[0] != resource.RLIMIT_NPROC]
@@ -82,7 +84,8 @@ def confine(
     if want_pids is None and want_memory is None:
         yield _without_cgroup(processes, base, support.reason)
         return
-    with SandboxCgroup(processes=want_pids, memory=want_memory) as group:
+    # The group's empty directories are removed after the call returns (``drain``).
+    with SandboxCgroup(processes=want_pids, memory=want_memory, remove_later=True) as group:
         version = f"cgroup v{support.version}"
         where = f" (groups under {os.path.dirname(group.paths[0])})" if group.paths else ""
         if want_pids is not None:
@@ -96,7 +99,7 @@ def confine(
             processes_by,
             memory_by,
             limits,
-            group.v1_procs_fds,
+            group.v1_join_fds,
             group,
             group.cpu_counter,
             group.dir_fd,

@@ -86,7 +86,8 @@ _HOST_FIXES = {
 _CGROUP_STAGES = ("joining the sandbox's cgroup", "opening the sandbox's cgroup.procs")
 _NOT_ALLOWED_TO_MOVE = (
     "this process may not move processes into the group: it needs write access to "
-    "cgroup.procs in the group and in the nearest group above both it and this process"
+    "cgroup.procs (cgroup v1: tasks) in the group and in the nearest group above both it "
+    "and this process"
 )
 _CGROUP_FIXES = {
     errno.EBUSY: "the group has controllers enabled for groups below it, and cgroup v2 "
@@ -640,9 +641,10 @@ class Launched:
                         "killed before its code ran"
                     ) from cause
                 raise
-            return _facts(raw, setup, self._baseline)
         finally:
             self.close()
+        # After the clean-up: the cgroup's counters were read once, when it ended.
+        return _facts(raw, setup, self._baseline)
 
     def close(self) -> None:
         """Kill and reap the sandbox if it still runs, then release the rest."""
@@ -694,4 +696,5 @@ def launch(plan: Plan) -> Facts:
             )
         finally:
             _close_pass_fds(setup)
-        return _facts(raw, setup, 0.0)
+    # After the clean-up: the cgroup's counters were read once, when it ended.
+    return _facts(raw, setup, 0.0)

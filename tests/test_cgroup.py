@@ -70,6 +70,7 @@ def _nothing_left_behind() -> Iterator[None]:
     """Every test: no group of this process is left in the parent's listing afterwards."""
     before = set(groups_of(os.getpid()))
     yield
+    assert _cgroup.drain(30), "the reaper did not finish"
     assert set(groups_of(os.getpid())) - before == set()
 
 
@@ -119,6 +120,11 @@ except OSError as exc:
     print(count, exc.errno, flush=True)
 sys.stdin.read()
 """
+
+#: Starts a thread that waits for ever (for FORKER: a process of two tasks).
+THREAD_THEN = (
+    "import threading\nthreading.Thread(target=threading.Event().wait, daemon=True).start()\n"
+)
 
 #: Starts threads until the kernel refuses, and prints how many started.
 THREADER = """
@@ -537,7 +543,46 @@ def test_v2_is_joined_at_birth_and_v1_by_writing() -> None:
             assert group.dir_fd == -1
         assert len(group.v1_procs_fds) == len(group.paths) - (1 if 2 in versions else 0)
         assert set(group.v1_procs_fds) <= set(group.procs_fds)
-    assert group.dir_fd == -1 and group.v1_procs_fds == []
+        assert len(group.v1_join_fds) == len(group.v1_procs_fds)
+    assert group.dir_fd == -1 and group.v1_procs_fds == [] and group.v1_join_fds == []
+
+
+def test_v1_is_joined_through_tasks_with_every_process_after() -> None:
+    """The C core's child joins the v1 groups by writing 0 to their ``tasks`` files (one
+    thread, the whole of a process that has one; no global lock): the process and all
+    it starts are in every v1 group, its other threads and children too, and the cap
+    holds for them."""
+    requires("pids")
+    with SandboxCgroup(processes=5, memory=None) as group:
+        v1 = [path for path in group.paths if not Path(path, "cgroup.type").exists()]
+        if not v1:
+            pytest.skip("no cgroup v1 hierarchy here")
+        targets = [os.path.realpath(f"/proc/self/fd/{fd}") for fd in group.v1_join_fds]
+        assert sorted(targets) == sorted(os.path.join(path, "tasks") for path in v1)
+        fds = group.v1_join_fds
+
+        def join() -> None:
+            for fd in fds:
+                os.write(fd, b"0")
+
+        forker = subprocess.Popen(
+            [sys.executable, "-c", THREAD_THEN + FORKER],
+            preexec_fn=join,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert forker.stdout is not None
+            # The forker, its thread and its children: the cap of 5 tasks counts them all.
+            assert forker.stdout.readline().split() == ["3", str(errno.EAGAIN)]
+            for path in v1:
+                listed = {int(pid) for pid in Path(path, "cgroup.procs").read_text().split()}
+                assert forker.pid in listed and len(listed) == 4
+            assert group.usage().pids_exceeded
+        finally:
+            group.kill()
+            forker.communicate(timeout=10)
 
 
 def test_a_run_on_cgroup_v2_is_born_in_its_group() -> None:
@@ -551,3 +596,44 @@ def test_a_run_on_cgroup_v2_is_born_in_its_group() -> None:
     facts = launch(plan)
     on_v2 = discover()["pids"].version == 2 or discover()["memory"].version == 2
     assert facts.joined_at_clone is on_v2
+
+
+def test_remove_later_leaves_no_group_once_drained() -> None:
+    """A group with ``remove_later`` has its processes killed and its counters read when
+    ``__exit__`` returns; its directories are gone once the reaper has drained, for many
+    groups in a row."""
+    requires("pids")
+    before = set(groups_of(os.getpid()))
+    made = []
+    for _ in range(20):
+        with SandboxCgroup(processes=8, memory=None, remove_later=True) as group:
+            made += group.paths
+            child = start_inside(group, "import time; time.sleep(60)")
+        assert gone(child.pid), "a process in the group outlived __exit__"
+        child.wait(10)
+        assert group.usage() == group.usage() and group.dir_fd == -1
+    assert _cgroup.drain(30)
+    assert [path for path in made if os.path.exists(path)] == []
+    assert set(groups_of(os.getpid())) - before == set()
+
+
+def test_drain_after_fork_forgets_the_parents_groups() -> None:
+    """A child forked while the reaper holds groups neither removes them nor waits for
+    them: they are the parent's, and the parent's reaper removes them."""
+    requires("pids")
+    read_end, write_end = os.pipe()
+    with SandboxCgroup(processes=8, memory=None, remove_later=True) as group:
+        paths = group.paths
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            ok = _cgroup.drain(5)
+            os.write(write_end, b"1" if ok else b"0")
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        assert reader.read() == b"1"
+    os.waitpid(pid, 0)
+    assert _cgroup.drain(30)
+    assert [path for path in paths if os.path.exists(path)] == []

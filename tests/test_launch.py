@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 from pathlib import Path
 
 from callers import run_unprivileged
@@ -88,3 +89,29 @@ def test_a_non_root_callers_low_hard_limit_is_clamped_in_both_apis(
     out = run_unprivileged(python, f"SHARED = {str(shared)!r}\n" + NON_ROOT_CALLER)
     assert out.returncode == 0, out.stderr[-3000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [0, "(64, 64)", "OK", "(64, 64)"]
+
+
+def test_no_cgroup_is_left_once_the_reaper_drains() -> None:
+    """The groups of finished sandboxes are removed after the call returns, by the
+    reaper thread: once it drains, none of this process's groups is left, whichever API
+    made them; the counters were read before the call returned."""
+    from pysandbox import _cgroup
+    from pysandbox._cgroup_mounts import discover
+
+    def ours() -> set[Path]:
+        prefix = f"{_cgroup.PARENT}-{os.getpid()}-"
+        found: set[Path] = set()
+        for home in {hierarchy.home for hierarchy in discover().values()}:
+            parent = Path(home, _cgroup.PARENT)
+            if parent.is_dir():
+                found |= {entry for entry in parent.iterdir() if entry.name.startswith(prefix)}
+        return found
+
+    assert _cgroup.drain(30)
+    before = ours()
+    for _ in range(5):
+        assert eval_in_sandbox("print(1)").stdout == "1"
+        result = run_python("print(2)")
+        assert result.status is Status.OK and result.stdout == b"2\n"
+    assert _cgroup.drain(30)
+    assert ours() - before == set()

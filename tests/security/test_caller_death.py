@@ -33,6 +33,7 @@ from conftest import pids_with_marker, unique_marker
 
 from pysandbox import eval_in_sandbox, run, run_python
 from pysandbox._cgroup import PARENT
+from pysandbox._cgroup import drain as cgroup_drain
 from pysandbox._cgroup import probe as cgroup_probe
 from pysandbox._cgroup_mounts import discover
 
@@ -244,6 +245,7 @@ def check_caller_death(api: str, death: str, python: str, shared: Path | None) -
         assert left == {}, f"alive {DEATH_BOUND} s after the caller's death: {left}"
         if groups:
             run(["true"])  # the next call removes the dead caller's groups
+            assert cgroup_drain(30)  # in the background, after it returned
             assert cgroups_of(caller.pid) == []
         return gone_after
     finally:
@@ -353,12 +355,14 @@ def test_dead_callers_cgroups_are_removed_by_the_next_run() -> None:
             dead.kill()
             dead.wait(30)
             run(["true"])
+            assert cgroup_drain(30)  # the sweep runs after the call returned
             assert [group for group in cgroups_of(dead.pid) if group not in foreign] == []
             assert living({member: member_started}) == {}, "the group's process lives on"
             assert all(path.exists() for path in foreign), "another namespace's group is gone"
             assert cgroups_of(live.pid), "a live caller's group was removed"
             live_pid = live.pid
         run(["true"])
+        assert cgroup_drain(30)
         assert cgroups_of(live_pid) == []
     finally:
         for path in foreign:
