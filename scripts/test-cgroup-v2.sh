@@ -28,6 +28,9 @@ if [ ! -f "$state/debian.img" ]; then
     exit 0
 fi
 
-quoted=$(printf ' %q' "$@")
+# No arguments must stay no arguments: printf ' %q' with none prints an empty word, which
+# pytest takes for the project's root (collecting examples/ and its own conftest.py).
+quoted=""
+[ "$#" -eq 0 ] || quoted=$(printf ' %q' "$@")
 exec bash "$lab/run-in-vm.sh" -p "$repo" -m "${VMLAB_MODE:-both}" -- \
     "bash scripts/cgroup-v2-job.sh$quoted"
