@@ -521,14 +521,32 @@ static PyObject *output_object(const struct sbx_buffer *buf, int text)
  * external buffer.  Its first DIRECT_KEEP_MIN bytes are left out of the
  * huge-page advice, so that a small output never costs the clearing of a
  * huge page.  Returns the new reference, or NULL with no exception set when
- * the cap is out of range or the memory is refused (buf unchanged: the pump
- * uses its own).  Needs the GIL.
+ * the cap is out of range, the allocator fills what it gives, or the memory
+ * is refused (buf unchanged: the pump uses its own).  Needs the GIL.
  */
+/*
+ * allocator_fills: whether the object allocator writes every byte it hands
+ * out, as Python's debug hooks (PYTHONMALLOC=debug) do with 0xCD: then a
+ * cap-sized object would cost its whole cap in memory and time, and the
+ * pump's own buffer, grown as needed, is used instead.  A probe of 64 fresh
+ * bytes: without the hooks they are all 0xCD only by a rare chance, which
+ * costs nothing but the old path.  Needs the GIL.
+ */
+static int allocator_fills(void)
+{
+    unsigned char *probe = PyObject_Malloc(64);
+    int filled = probe != NULL;
+    for (size_t i = 0; filled && i < 64; i++)
+        filled = probe[i] == 0xCD;
+    PyObject_Free(probe);
+    return filled;
+}
+
 static PyObject *direct_begin(struct sbx_buffer *buf, size_t cap, int text)
 {
     PyObject *obj;
     char *data;
-    if (cap < DIRECT_MIN || cap > DIRECT_MAX)
+    if (cap < DIRECT_MIN || cap > DIRECT_MAX || allocator_fills())
         return NULL;
     obj = text ? PyUnicode_New((Py_ssize_t)cap, 127)
                : PyBytes_FromStringAndSize(NULL, (Py_ssize_t)cap);
