@@ -587,6 +587,30 @@ print("ok")
     assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
 
 
+def test_a_big_cap_under_the_debug_allocator_is_not_filled() -> None:
+    # PYTHONMALLOC=debug writes 0xCD over every new block: a 1 GiB object per call
+    # would then cost 1 GiB of memory, so the pump's own buffer is used.
+    import subprocess
+
+    # VmHWM, not ru_maxrss: that one keeps the forking parent's peak across exec.
+    code = f"""
+from pysandbox import _sandbox
+cap = {DIRECT_MAX}
+for text in (False, True):
+    for _ in range(3):
+        raw = _sandbox.run(["/bin/echo", "hi"], [], text=text, stdout_cap=cap, timeout=30.0)
+        assert raw["stdout"] == ("hi" if text else b"hi\\n"), raw
+with open("/proc/self/status") as f:
+    print(next(int(l.split()[1]) for l in f if l.startswith("VmHWM:")))
+"""
+    env = {**os.environ, "PYTHONMALLOC": "debug"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) < 256 * 1024
+
+
 @pytest.mark.skipif(
     "[never]" in transparent_huge_pages(), reason="no transparent huge pages on this kernel"
 )
