@@ -497,11 +497,131 @@ static PyObject *output_object(const struct sbx_buffer *buf, int text)
 }
 
 /*
+ * Output read straight into its final object.  A stream whose cap is in
+ * [DIRECT_MIN, DIRECT_MAX] is read by the pump into the memory of a bytes
+ * object of cap bytes (with text, a compact ASCII str) made before the
+ * loop, as os.read() reads into the bytes it returns: malloc maps a block
+ * that large afresh, so the pages the output never reaches are never
+ * backed, and after the loop the object is shrunk to the output (realloc of
+ * a mapped block is an mremap, which copies nothing).  32 MiB of output then
+ * costs one region faulted once and no copy, instead of the pump's buffer,
+ * the object, and a copy between them.  The pump sees only an external
+ * sbx_buffer (no GIL, no Python object); the object's reference stays here.
+ * Above DIRECT_MAX, or when the object cannot be had, the pump's own buffer
+ * is copied once as before.  Results under DIRECT_KEEP_MIN bytes are
+ * copied into an object of their size, and the big one released.
+ */
+#define DIRECT_MIN HUGE_COPY_MIN
+#define DIRECT_MAX ((size_t)1 << 30)
+#define DIRECT_KEEP_MIN (256 * 1024)
+
+/*
+ * direct_begin: with a cap in [DIRECT_MIN, DIRECT_MAX], a new object of cap
+ * bytes (str when text) whose memory buf (empty) is made to point at, as an
+ * external buffer.  Its first DIRECT_KEEP_MIN bytes are left out of the
+ * huge-page advice, so that a small output never costs the clearing of a
+ * huge page.  Returns the new reference, or NULL with no exception set when
+ * the cap is out of range, the allocator fills what it gives, or the memory
+ * is refused (buf unchanged: the pump uses its own).  Needs the GIL.
+ */
+/*
+ * allocator_fills: whether the object allocator writes every byte it hands
+ * out, as Python's debug hooks (PYTHONMALLOC=debug) do with 0xCD: then a
+ * cap-sized object would cost its whole cap in memory and time, and the
+ * pump's own buffer, grown as needed, is used instead.  A probe of 64 fresh
+ * bytes: without the hooks they are all 0xCD only by a rare chance, which
+ * costs nothing but the old path.  Needs the GIL.
+ */
+static int allocator_fills(void)
+{
+    unsigned char *probe = PyObject_Malloc(64);
+    int filled = probe != NULL;
+    for (size_t i = 0; filled && i < 64; i++)
+        filled = probe[i] == 0xCD;
+    PyObject_Free(probe);
+    return filled;
+}
+
+static PyObject *direct_begin(struct sbx_buffer *buf, size_t cap, int text)
+{
+    PyObject *obj;
+    char *data;
+    if (cap < DIRECT_MIN || cap > DIRECT_MAX || allocator_fills())
+        return NULL;
+    obj = text ? PyUnicode_New((Py_ssize_t)cap, 127)
+               : PyBytes_FromStringAndSize(NULL, (Py_ssize_t)cap);
+    if (obj == NULL) {
+        PyErr_Clear(); /* MemoryError: the pump's buffer grows only as needed */
+        return NULL;
+    }
+    data = text ? (char *)PyUnicode_1BYTE_DATA(obj) : PyBytes_AS_STRING(obj);
+    advise_huge(data + DIRECT_KEEP_MIN, cap - DIRECT_KEEP_MIN);
+    buf->data = data;
+    buf->len = 0;
+    buf->alloc = cap;
+    buf->external = 1;
+    return obj;
+}
+
+/*
+ * direct_output: output_object() for a stream read into *direct (from
+ * direct_begin, len bytes of it filled); takes the reference and leaves
+ * NULL in *direct.  Bytes of DIRECT_KEEP_MIN or more are the object itself,
+ * shrunk.  Text whose stripped bytes are that many and all ASCII (then equal
+ * to their UTF-8 decoding) is the object too, the bytes moved down over the
+ * leading white space if any, shrunk; any other text (non-ASCII, not UTF-8,
+ * short) is output_object() of the same bytes, so the result is exactly
+ * bytes.decode().strip() as there.  Needs the GIL; returns a new reference
+ * or NULL with an exception set.
+ */
+static PyObject *direct_output(const struct sbx_buffer *buf, PyObject **direct, int text)
+{
+    PyObject *obj = *direct, *copied;
+    char *data = buf->data, *start = data, *end = data + buf->len;
+    *direct = NULL;
+    if (!text && buf->len >= DIRECT_KEEP_MIN) {
+        /* On failure _PyBytes_Resize releases the object and sets NULL. */
+        return _PyBytes_Resize(&obj, (Py_ssize_t)buf->len) == 0 ? obj : NULL;
+    }
+    if (text) {
+        while (start < end && is_ascii_space(*start))
+            start++;
+        while (end > start && is_ascii_space(end[-1]))
+            end--;
+    }
+    if (text && (size_t)(end - start) >= DIRECT_KEEP_MIN &&
+        is_ascii(start, (size_t)(end - start))) {
+        if (start > data)
+            memmove(data, start, (size_t)(end - start));
+        /* Refcount 1, never hashed: resized in place (the NUL written). */
+        if (PyUnicode_Resize(&obj, end - start) != 0) {
+            Py_XDECREF(obj);
+            return NULL;
+        }
+        return obj;
+    }
+    copied = output_object(buf, text);
+    Py_DECREF(obj);
+    return copied;
+}
+
+/*
+ * stream_object: a captured stream's final object: direct_output() when it
+ * was read into *direct, else output_object().
+ */
+static PyObject *stream_object(const struct sbx_buffer *buf, PyObject **direct, int text)
+{
+    return *direct != NULL ? direct_output(buf, direct, text) : output_object(buf, text);
+}
+
+/*
  * build_result: the outcome as a dict of facts.  Needs the GIL.  Returns a
- * new reference or NULL with an exception set.  Does not free the outcome.
+ * new reference or NULL with an exception set.  Does not free the outcome;
+ * direct[0] and direct[1] (stdout's and stderr's objects from direct_begin,
+ * or NULL) are taken by stream_object, or left for the caller to release.
  */
 static PyObject *build_result(const struct sbx_outcome *o, size_t n_captures, int text,
-                              int cancelled, int joined_at_clone)
+                              int cancelled, int joined_at_clone, PyObject **direct)
 {
     PyObject *d = PyDict_New(), *captures = PyList_New((Py_ssize_t)n_captures),
              *truncated = PyList_New((Py_ssize_t)n_captures);
@@ -529,8 +649,8 @@ static PyObject *build_result(const struct sbx_outcome *o, size_t n_captures, in
     truncated = NULL;
     if (set_item(d, "status_known", PyBool_FromLong(o->status_known)) ||
         set_item(d, "wait_status", PyLong_FromLong(o->wait_status)) ||
-        set_item(d, "stdout", output_object(&o->out, text)) ||
-        set_item(d, "stderr", output_object(&o->err, text)) ||
+        set_item(d, "stdout", stream_object(&o->out, &direct[0], text)) ||
+        set_item(d, "stderr", stream_object(&o->err, &direct[1], text)) ||
         set_item(d, "cpu_exceeded", PyBool_FromLong(o->cpu_exceeded)) ||
         set_item(d, "tree_cpu_time", PyFloat_FromDouble(o->tree_cpu_time)) ||
         set_item(d, "cancelled", PyBool_FromLong(cancelled)) ||
@@ -757,7 +877,7 @@ static PyObject *Sandbox_pump(SandboxObject *self, PyObject *args, PyObject *kwa
                                "cpu_limit",  "cancel",         "text",        "cgroup_cpu_fd",
                                "since",      "release_fd",     NULL};
     PyObject *stdin_callback = Py_None, *on_stdout = Py_None, *on_stderr = Py_None;
-    PyObject *cancel = Py_None, *result = NULL;
+    PyObject *cancel = Py_None, *result = NULL, *direct[2] = {NULL, NULL};
     Py_buffer stdin_view = {0};
     Py_ssize_t stdout_cap = PY_SSIZE_T_MAX, stderr_cap = PY_SSIZE_T_MAX;
     int kill_on_cap = 0, text = 0, pump_rc, cgroup_cpu_fd = -1, release_fd = -1, release_errno = 0;
@@ -808,6 +928,8 @@ static PyObject *Sandbox_pump(SandboxObject *self, PyObject *args, PyObject *kwa
     ctx.on_stdout = on_stdout == Py_None ? NULL : on_stdout;
     ctx.on_stderr = on_stderr == Py_None ? NULL : on_stderr;
     ctx.cancel = cancel == Py_None ? NULL : cancel;
+    direct[0] = direct_begin(&outcome.out, config.stdout_cap, text);
+    direct[1] = direct_begin(&outcome.err, config.stderr_cap, text);
 
     ctx.tstate = PyEval_SaveThread();
     if (since < 0)
@@ -829,7 +951,7 @@ static PyObject *Sandbox_pump(SandboxObject *self, PyObject *args, PyObject *kwa
         PyErr_SetFromErrno(PyExc_OSError);
     else if (pump_rc == SBX_PUMP_DONE || (pump_rc == SBX_PUMP_ABORTED && ctx.cancelled))
         result = build_result(&outcome, self->n_captures, text, ctx.cancelled,
-                              self->child.cgroup_joined_at_clone);
+                              self->child.cgroup_joined_at_clone, direct);
     /* Otherwise SBX_PUMP_ABORTED: a hook left its exception set. */
 
 cleanup:
@@ -838,6 +960,10 @@ cleanup:
     for (size_t i = 0; i < SBX_MAX_CAPTURES; i++)
         sbx_buffer_free(&outcome.captures[i]);
     sbx_buffer_free(&input.pending);
+    /* After the buffers that pointed into them: on every path not taken by
+     * build_result (a hook's exception, a failed pump or result). */
+    Py_XDECREF(direct[0]);
+    Py_XDECREF(direct[1]);
     if (stdin_view.buf != NULL)
         PyBuffer_Release(&stdin_view);
     return result;

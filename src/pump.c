@@ -62,13 +62,15 @@ double sbx_monotonic(void)
  */
 void sbx_buffer_free(struct sbx_buffer *buf)
 {
-    if (buf->mapped)
+    if (buf->external)
+        ; /* the owner's memory: forgotten, not released */
+    else if (buf->mapped)
         munmap(buf->data, buf->alloc);
     else
         free(buf->data);
     buf->data = NULL;
     buf->len = buf->alloc = 0;
-    buf->mapped = 0;
+    buf->mapped = buf->external = 0;
 }
 
 /* round_up: n rounded up to a multiple of `to` (a power of two); 0 on overflow. */
@@ -151,14 +153,19 @@ static int buffer_resize(struct sbx_buffer *buf, size_t size)
  * SIZE_MAX: no bound).  The block doubles from CHUNK_SIZE, never past the
  * bound; the move to a mapping takes the whole bound at once, up to
  * MAP_FIRST_MAX, or where that much address space is refused, just the
- * doubled size.  Returns 0, or -1 with errno = ENOMEM (buf unchanged).  No
- * GIL needed; not async-signal-safe (malloc, mmap).
+ * doubled size.  An external buffer never grows: past its alloc bytes this
+ * fails.  Returns 0, or -1 with errno = ENOMEM (buf unchanged).  No GIL
+ * needed; not async-signal-safe (malloc, mmap).
  */
 int sbx_buffer_reserve(struct sbx_buffer *buf, size_t extra, size_t limit)
 {
     size_t want = buf->alloc ? buf->alloc : CHUNK_SIZE, bound;
     if (buf->alloc - buf->len >= extra)
         return 0;
+    if (buf->external) {
+        errno = ENOMEM;
+        return -1;
+    }
     bound = limit > ((size_t)-1) - buf->len ? (size_t)-1 : buf->len + limit;
     while (want - buf->len < extra) {
         if (want > ((size_t)-1) / 2) {

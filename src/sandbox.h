@@ -107,13 +107,17 @@ int sbx_spawn(const struct sbx_spec *spec, struct sbx_child *child, struct sbx_s
 /*
  * A growable byte buffer owned by whoever initialised it (all zero: empty).
  * data is a heap block, or with mapped an anonymous mapping of alloc bytes
- * (pump.c says when); only sbx_buffer_free releases it.
+ * (pump.c says when); only sbx_buffer_free releases it.  With external, data
+ * is alloc bytes of memory the initialiser owns and keeps alive until the
+ * buffer is freed: it is filled but never grown, moved or released here
+ * (sbx_buffer_free only forgets it).
  */
 struct sbx_buffer {
     char *data;
     size_t len;
     size_t alloc;
     int mapped;
+    int external;
 };
 
 void sbx_buffer_free(struct sbx_buffer *buf);

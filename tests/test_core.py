@@ -415,3 +415,213 @@ def test_a_large_capture_lands_in_huge_pages(text: bool) -> None:
     out = raw["stdout"]
     assert out is not None and len(out) == 16 * 2**20
     assert huge_page_kib_at(id(out) + len(out) // 2) >= 2048
+
+
+# module.c reads a stream whose cap is in [DIRECT_MIN, DIRECT_MAX] straight into its
+# final object, and keeps that object when the result is DIRECT_KEEP_MIN bytes or more.
+DIRECT_MIN, DIRECT_MAX, DIRECT_KEEP_MIN = 4 * 2**20, 2**30, 256 * 1024
+# ASan (sanitize.sh) aborts where malloc would fail, and its realloc always copies.
+UNDER_ASAN = "libasan" in os.environ.get("LD_PRELOAD", "")
+ASCII_SPACE = " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
+
+
+def direct_sizes(cap: int) -> list[int]:
+    sizes = {0, 1, DIRECT_KEEP_MIN - 1, DIRECT_KEEP_MIN, DIRECT_KEEP_MIN + 1}
+    if cap <= 2 * DIRECT_MIN:
+        sizes |= {cap - 1, cap, cap + 1}
+    return sorted(sizes)
+
+
+@pytest.mark.parametrize(
+    "cap", [DIRECT_MIN - 1, DIRECT_MIN, DIRECT_MIN + 1, DIRECT_MAX, DIRECT_MAX + 1]
+)
+def test_direct_capture_is_exact_around_its_thresholds(cap: int) -> None:
+    for size in direct_sizes(cap):
+        data = os.urandom(size)
+        raw = _sandbox.run(
+            ["/bin/cat"],
+            [],
+            stdin=data,
+            stdout_cap=cap,
+            stderr_cap=cap,
+            timeout=30.0,
+        )
+        assert raw["stdout"] == data[:cap], f"size {size}"
+        assert raw["stdout_truncated"] == (size > cap)
+        assert raw["stderr"] == b"" and not raw["stderr_truncated"]
+
+
+@pytest.mark.parametrize("cap", [DIRECT_MIN - 1, DIRECT_MIN, DIRECT_MIN + 1, DIRECT_MAX])
+def test_direct_text_is_exact_around_its_thresholds(cap: int) -> None:
+    for size in direct_sizes(cap):
+        for head, tail in ((b"", b""), (b" \n\t", b""), (b"", b"\r\n "), (b"\x1c ", b"  \n")):
+            payload = head + b"y" * size + tail
+            raw = _sandbox.run(
+                ["/bin/cat"], [], stdin=payload, text=True, stdout_cap=cap, timeout=30.0
+            )
+            kept = payload[:cap]
+            assert raw["stdout"] == kept.decode().strip(ASCII_SPACE), (
+                f"size {size} {head!r} {tail!r}"
+            )
+            assert raw["stdout_truncated"] == (len(payload) > cap)
+
+
+def test_direct_stderr_is_exact() -> None:
+    data = b"e" * (DIRECT_MIN + 7)
+    for text in (False, True):
+        raw = sh(
+            f"head -c {len(data)} /dev/zero | tr '\\0' e >&2", stderr_cap=DIRECT_MIN, text=text
+        )
+        want = data[:DIRECT_MIN]
+        assert raw["stderr"] == (want.decode() if text else want)
+        assert raw["stderr_truncated"] and not raw["stdout_truncated"]
+        assert raw["stdout"] == ("" if text else b"")
+
+
+def direct_text_payloads() -> list[bytes]:
+    big = b"x" * (DIRECT_MIN // 2)
+    return [
+        *text_payloads(),
+        b"",
+        b" \n\t" * 100_000,
+        b"\n" + big,
+        b" " * DIRECT_KEEP_MIN + big + b" " * DIRECT_KEEP_MIN,
+        big + "\u00a0".encode(),  # non-ASCII white space: stripped by Python's str.strip()
+        "\u00e9".encode() + big,
+        big + b"\xc3",  # a sequence cut short at the end
+    ]
+
+
+@pytest.mark.parametrize("payload", direct_text_payloads(), ids=lambda p: f"{len(p)}-{p[-4:]!r}")
+def test_direct_text_matches_decode_then_strip(payload: bytes) -> None:
+    raw = _sandbox.run(
+        ["/bin/cat"], [], stdin=payload, text=True, stdout_cap=8 * 2**20, timeout=30.0
+    )
+    try:
+        want = payload.decode("utf-8").strip(ASCII_SPACE)
+    except UnicodeDecodeError:
+        want = None
+    assert raw["stdout"] == want
+    if want is not None:
+        assert type(raw["stdout"]) is str and hash(raw["stdout"]) == hash(want)
+
+
+@pytest.mark.parametrize("bad_at", [0, 300_000, HUGE_COPY_MIN + 2])
+def test_direct_text_that_is_not_utf8_is_none(bad_at: int) -> None:
+    payload = bytearray(b"x" * (HUGE_COPY_MIN + 3))
+    payload[bad_at] = 0xFF
+    raw = _sandbox.run(
+        ["/bin/cat"], [], stdin=bytes(payload), text=True, stdout_cap=DIRECT_MAX, timeout=30.0
+    )
+    assert raw["stdout"] is None
+
+
+def test_a_big_cap_with_little_output_keeps_memory_flat() -> None:
+    """The 1 GiB objects made before each call are never touched beyond the output and
+    always released: neither the resident set nor the address space grows."""
+    for text in (False, True):
+        for _ in range(3):
+            sh("echo hi", stdout_cap=DIRECT_MAX, stderr_cap=DIRECT_MAX, text=text)
+    rss, size = status_kib("VmRSS"), status_kib("VmSize")
+    peak = 0
+    for i in range(60):
+        raw = sh(
+            "echo hi; echo err >&2", stdout_cap=DIRECT_MAX, stderr_cap=DIRECT_MAX, text=i % 2 == 1
+        )
+        assert raw["stdout"] in (b"hi\n", "hi") and raw["stderr"] in (b"err\n", "err")
+        peak = max(peak, status_kib("VmRSS"))
+    assert peak - rss < 16 * 1024
+    assert status_kib("VmSize") - size < 128 * 1024
+
+
+def test_a_big_cap_is_released_when_a_callback_raises_or_the_run_is_cancelled() -> None:
+    class Stop(Exception):
+        pass
+
+    def raising(chunk: bytes) -> None:
+        raise Stop
+
+    class Cancelled:
+        def is_set(self) -> bool:
+            return True
+
+    def runs() -> None:
+        with pytest.raises(Stop):
+            sh("echo hi; sleep 5", on_stdout=raising, stdout_cap=DIRECT_MAX)
+        with pytest.raises(Stop):
+            sh("echo hi >&2; sleep 5", on_stderr=raising, stderr_cap=DIRECT_MAX, text=True)
+        with pytest.raises(Stop):
+            sh("echo hi; sleep 5", stdin_callback=raising, stdout_cap=DIRECT_MAX)
+        assert sh("sleep 5", cancel=Cancelled(), stdout_cap=DIRECT_MAX)["cancelled"]
+
+    runs()
+    size = status_kib("VmSize")
+    for _ in range(10):
+        runs()
+    # A leaked object would keep 1 GiB of address space per call.
+    assert status_kib("VmSize") - size < 256 * 1024
+    assert children_of(os.getpid()) == []
+
+
+@pytest.mark.skipif(UNDER_ASAN, reason="ASan aborts on a refused malloc")
+def test_a_direct_object_refused_falls_back_to_the_pumps_buffer() -> None:
+    # Under an address-space limit that leaves no room for a 1 GiB object, the capture
+    # still works (the pump's own buffer, grown only as needed).
+    import subprocess
+
+    code = f"""
+import resource
+from pysandbox import _sandbox
+with open("/proc/self/status") as f:
+    vm = next(int(l.split()[1]) for l in f if l.startswith("VmSize:")) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (vm + 256 * 2**20, resource.RLIM_INFINITY))
+data = b"z" * (5 * 2**20)
+for text in (False, True):
+    raw = _sandbox.run(
+        ["/bin/cat"], [], stdin=data, text=text, stdout_cap={DIRECT_MAX}, timeout=30.0
+    )
+    assert raw["stdout"] == (data.decode() if text else data), text
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
+
+
+def test_a_big_cap_under_the_debug_allocator_is_not_filled() -> None:
+    # PYTHONMALLOC=debug writes 0xCD over every new block: a 1 GiB object per call
+    # would then cost 1 GiB of memory, so the pump's own buffer is used.
+    import subprocess
+
+    # VmHWM, not ru_maxrss: that one keeps the forking parent's peak across exec.
+    code = f"""
+from pysandbox import _sandbox
+cap = {DIRECT_MAX}
+for text in (False, True):
+    for _ in range(3):
+        raw = _sandbox.run(["/bin/echo", "hi"], [], text=text, stdout_cap=cap, timeout=30.0)
+        assert raw["stdout"] == ("hi" if text else b"hi\\n"), raw
+with open("/proc/self/status") as f:
+    print(next(int(l.split()[1]) for l in f if l.startswith("VmHWM:")))
+"""
+    env = {**os.environ, "PYTHONMALLOC": "debug"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) < 256 * 1024
+
+
+@pytest.mark.skipif(
+    "[never]" in transparent_huge_pages(), reason="no transparent huge pages on this kernel"
+)
+@pytest.mark.skipif(UNDER_ASAN, reason="ASan's realloc copies the object to a new block")
+@pytest.mark.parametrize("text", [False, True])
+def test_a_direct_capture_lands_in_huge_pages(text: bool) -> None:
+    # The object read into is shrunk in place (glibc realloc of a mapped block is an
+    # mremap), so the result is in the huge pages the pump filled.
+    raw = _sandbox.run(
+        ["/bin/cat"], [], stdin=b"x" * (16 * 2**20), text=text, stdout_cap=17 * 2**20, timeout=30.0
+    )
+    out = raw["stdout"]
+    assert out is not None and len(out) == 16 * 2**20
+    assert huge_page_kib_at(id(out) + len(out) // 2) >= 2048
