@@ -24,7 +24,7 @@ from conftest import children_of
 from helpers import KILL_LATENCY, PROMPTLY, cpu_overshoot, slow
 from warm import wait_ready
 
-from pysandbox import Limits, Runner, SandboxError, Status, _codefile
+from pysandbox import Limits, Result, Runner, SandboxError, Status, _codefile
 
 #: Everything of the interpreter, the process and the sandbox the code can look at,
 #: printed as JSON; the parts that differ between any two sandboxes (pipe and mount
@@ -108,10 +108,10 @@ _PER_SANDBOX = {"ids", "status"}
 def _fresh_and_warm(call: Callable[[Runner], str], prime: Callable[[Runner], object]) -> None:
     """``call`` twice fresh and twice warm: every field that two fresh sandboxes agree on
     is the same in both warm ones."""
-    with Runner() as fresh_runner:
+    with Runner(limits=PROBE_LIMITS) as fresh_runner:
         fresh = [json.loads(call(fresh_runner)) for _ in range(2)]
     warm = []
-    with Runner(warm=1) as runner:
+    with Runner(warm=1, limits=PROBE_LIMITS) as runner:
         prime(runner)
         for _ in range(2):
             wait_ready(runner)
@@ -128,9 +128,19 @@ def _fresh_and_warm(call: Callable[[Runner], str], prime: Callable[[Runner], obj
         assert other.keys() == fresh[0].keys()
 
 
+#: The probe reads all of /proc/self and imports a few modules: room for a slow machine
+#: (an emulated guest), the same for the fresh and the warm sandboxes.
+PROBE_LIMITS = Limits(cpu_time=20.0, wall_time=120.0)
+
+
+def _probe_output(result: Result) -> str:
+    assert result.status is Status.OK, result
+    return result.stdout.decode()
+
+
 def test_run_python_code_cannot_tell_a_warm_sandbox() -> None:
     _fresh_and_warm(
-        lambda runner: runner.run_python(PROBE, args=["an", "arg"]).stdout.decode(),
+        lambda runner: _probe_output(runner.run_python(PROBE, args=["an", "arg"])),
         lambda runner: runner.run_python("pass", args=["an", "arg"]),
     )
 
