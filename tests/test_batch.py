@@ -193,7 +193,10 @@ def _waiting_job(job_id: int, flag: Path, marker: str) -> dict[str, object]:
 
 
 def _wait_for(what: str, condition: object, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + PROMPTLY
+    """Wait until ``condition()`` holds while ``proc`` runs.  The CLI starts, then runs
+    several sandboxes first, which is more than one prompt call on a busy machine (CI saw
+    5 s go by), so this allows ``TIMEOUT``: a batch that never gets there still fails."""
+    deadline = time.monotonic() + TIMEOUT
     while not condition():  # type: ignore[operator]
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, what

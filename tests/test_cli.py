@@ -390,7 +390,7 @@ def test_ctrl_c_or_sigterm_kills_the_sandbox_and_exits_128_plus_it(
         stderr=subprocess.PIPE,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + PROMPTLY
+        deadline = time.monotonic() + TIMEOUT  # the CLI starting, then its sandbox
         while not pids_with_marker(marker):
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the sandbox never started"
