@@ -29,8 +29,9 @@ import platform
 import shlex
 import statistics
 import sys
-import time
 from collections.abc import Callable
+
+from measuring import interleaved, loadavg, quartiles
 
 import pysandbox
 from pysandbox import Limits, Status
@@ -125,34 +126,6 @@ def eval_measures(size: int) -> list[Measure]:
     ]  # fmt: skip
 
 
-def interleaved(measures: list[Measure], settings: Settings) -> list[list[float]]:
-    """Wall times of each measure, one call of each per round, rotating the order; each
-    result is checked after its call is timed (and dropped before the next call)."""
-    for _ in range(settings.warmup):
-        for m in measures:
-            m.check(m.call())
-    samples: list[list[float]] = [[] for _ in measures]
-    n = len(measures)
-    for r in range(settings.rounds):
-        for k in range(n):
-            i = (r + k) % n
-            t0 = time.perf_counter()
-            result = measures[i].call()
-            samples[i].append(time.perf_counter() - t0)
-            measures[i].check(result)
-            del result
-    return samples
-
-
-def quartiles(values: list[float]) -> tuple[float, float, float]:
-    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return q1, q2, q3
-
-
-def loadavg() -> str:
-    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="few repetitions (smoke test)")
@@ -170,7 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"loadavg:   {loadavg()} (other work on the machine skews the figures)")
 
     measures = run_python_measures(size) + eval_measures(size)
-    samples = interleaved(measures, settings)
+    samples = interleaved(
+        [m.call for m in measures],
+        warmup=settings.warmup,
+        rounds=settings.rounds,
+        check=lambda index, result: measures[index].check(result),
+    )
     by_key = {m.key: values for m, values in zip(measures, samples)}
 
     print()

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 import baseline
+from measuring import loadavg
 
 EvalFn = Callable[..., Any]
 
@@ -328,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="few repetitions (smoke test)")
     args = parser.parse_args(argv)
     print("command:", shlex.join([sys.executable, *sys.argv]))
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    load = loadavg()
     print(f"python:    {platform.python_version()} ({sys.executable}), cpus={os.cpu_count()}")
     print(f"loadavg:   {load} (other work on the machine skews the figures)")
     run(QUICK if args.quick else FULL)

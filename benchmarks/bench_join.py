@@ -36,7 +36,6 @@ import dataclasses
 import os
 import platform
 import shlex
-import statistics
 import sys
 import time
 import uuid
@@ -44,6 +43,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bench_run import print_ratios
+from measuring import loadavg, quartiles
 
 from pysandbox import _sandbox
 from pysandbox._cgroup_mounts import unescape
@@ -176,17 +176,13 @@ def interleaved(parent: Path, settings: Settings) -> list[list[float]]:
     return samples
 
 
-def loadavg() -> str:
-    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def report(samples: list[list[float]], rounds: int) -> None:
     print()
     title = f"spawn of /bin/true, {rounds} calls each [ms]"
     print(f"{title:<52} {'median':>8} {'q1':>8} {'q3':>8}")
     print("-" * 79)
     for variant, values in zip(VARIANTS, samples):
-        q1, q2, q3 = (1e3 * q for q in statistics.quantiles(values, n=4, method="inclusive"))
+        q1, q2, q3 = (1e3 * q for q in quartiles(values))
         print(f"{variant.label:<52} {q2:>8.3f} {q1:>8.3f} {q3:>8.3f}")
     pairs = [
         ("write / clone3", "write", "clone3"),

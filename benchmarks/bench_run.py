@@ -41,8 +41,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Sequence
+
+from measuring import interleaved, loadavg, quartiles
 
 import pysandbox
 from pysandbox import Limits, Result, Status, _bwrap, _launch, _run
@@ -281,31 +282,6 @@ def verify_shell_sandbox(
         raise RuntimeError(f"{name}: bwrap reported {status}, the init reported {report}")
 
 
-def interleaved(measures: list[Measure], settings: Settings) -> list[list[float]]:
-    """Wall times of each measure, one call of each per round, rotating the order."""
-    for _ in range(settings.warmup):
-        for m in measures:
-            m.call()
-    samples: list[list[float]] = [[] for _ in measures]
-    n = len(measures)
-    for r in range(settings.rounds):
-        for k in range(n):
-            i = (r + k) % n
-            t0 = time.perf_counter()
-            measures[i].call()
-            samples[i].append(time.perf_counter() - t0)
-    return samples
-
-
-def quartiles(values: list[float]) -> tuple[float, float, float]:
-    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return q1, q2, q3
-
-
-def loadavg() -> str:
-    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def bwrap_version(bwrap: str) -> str:
     proc = subprocess.run([bwrap, "--version"], capture_output=True, text=True, check=True)
     return proc.stdout.strip()
@@ -410,7 +386,9 @@ def run(settings: Settings) -> None:
             Measure("eval", f"pysandbox.eval_in_sandbox({EVAL_CODE!r})", call_eval),
             Measure("raw.py", "  bwrap ... python -I -c pass from sh (raw.py)", calls["raw.py"]),
         ]
-        samples = interleaved(measures, settings)
+        samples = interleaved(
+            [m.call for m in measures], warmup=settings.warmup, rounds=settings.rounds
+        )
 
     print_table(measures, samples, settings.rounds)
     print_ratios(

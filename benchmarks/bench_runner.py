@@ -74,6 +74,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 
 import baseline
+from measuring import percentile
 
 import pysandbox
 from pysandbox import Job, Outcome, Runner, Status
@@ -137,15 +138,6 @@ class Figures:
 
     def latency(self, quantile: float) -> float:
         return percentile(self.latencies, quantile)
-
-
-def percentile(values: list[float], quantile: float) -> float:
-    """The ``quantile`` (0..1) of ``values``, by linear interpolation between ranks."""
-    ordered = sorted(values)
-    rank = quantile * (len(ordered) - 1)
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 def codes(count: int) -> list[str]:

@@ -41,6 +41,8 @@ import sys
 import time
 from collections.abc import Callable
 
+from measuring import percentile
+
 import pysandbox
 from pysandbox import Runner
 
@@ -90,11 +92,6 @@ def bare(*flags: str) -> Callable[[], None]:
         subprocess.run(argv, check=True)
 
     return call
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
 def idle_gaps(settings: Settings) -> dict[str, list[float]]:
