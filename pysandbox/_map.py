@@ -4,7 +4,8 @@
 Threads suit the work: each waits in the C core, which releases the GIL.  The caller's
 iterable is read only as far as the window (twice the workers) asks, each job of the
 window on a thread of its own (those beyond the workers wait for a slot of the Runner,
-planned and ready to start), and an outcome is dropped once yielded.  Leaving the loop
+planned and ready to start, in input order: ``_slots.place_in_line``), and an outcome
+is dropped once yielded.  Leaving the loop
 (``break``, an exception, ``KeyboardInterrupt``, the generator's ``close``) sets the
 map's cancel event: the running sandboxes are killed and reaped, the queued jobs
 dropped, and no more jobs are read.
@@ -21,6 +22,7 @@ from collections.abc import Callable, Generator, Iterable
 from ._job import Job
 from ._launch import CancelEvent
 from ._outcome import Outcome
+from ._slots import Turns, place_in_line
 
 __all__ = ["RunJob", "map_jobs"]
 
@@ -33,13 +35,17 @@ RunJob = Callable[[Job, CancelEvent], Outcome]
 READ_AHEAD = 2
 
 
-def _outcome(run_job: RunJob, index: int, job: object, cancel: CancelEvent) -> Outcome:
+def _outcome(
+    run_job: RunJob, turns: Turns, index: int, job: object, cancel: CancelEvent
+) -> Outcome:
     """The outcome of the ``index``-th item of the input, its id the index when the job
-    has none; an item that is not a ``Job`` is an error outcome."""
-    if not isinstance(job, Job):
-        error = TypeError(f"jobs[{index}] must be a Job, not {type(job).__name__}")
-        return Outcome.of_error(index, error)
-    outcome = run_job(job, cancel)
+    has none; an item that is not a ``Job`` is an error outcome.  The job waits for a
+    slot in its place in ``turns``: after every job read before it."""
+    with place_in_line(turns, index):
+        if not isinstance(job, Job):
+            error = TypeError(f"jobs[{index}] must be a Job, not {type(job).__name__}")
+            return Outcome.of_error(index, error)
+        outcome = run_job(job, cancel)
     return outcome if outcome.id is not None else dataclasses.replace(outcome, id=index)
 
 
@@ -60,6 +66,7 @@ def map_jobs(
         ``RuntimeError`` (its ``Runner`` was closed and has killed the runs).
     """
     cancel = threading.Event()
+    turns = Turns()
     source = enumerate(jobs)
     window = READ_AHEAD * workers
     pending: collections.deque[concurrent.futures.Future[Outcome]] = collections.deque()
@@ -77,7 +84,7 @@ def map_jobs(
                 if item is None:
                     exhausted = True
                     break
-                pending.append(pool.submit(_outcome, run_job, item[0], item[1], cancel))
+                pending.append(pool.submit(_outcome, run_job, turns, item[0], item[1], cancel))
             if not pending:
                 return
             if ordered:
