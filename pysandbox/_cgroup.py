@@ -64,7 +64,6 @@ Failing closed
 from __future__ import annotations
 
 import atexit
-import collections
 import contextlib
 import dataclasses
 import errno
@@ -91,6 +90,7 @@ from ._cgroup_files import (
 from ._cgroup_mounts import CPUACCT, LIMITED, Hierarchy, discover, missing, open_base
 from ._errors import SandboxError
 from ._limits import MAX_LIMIT
+from ._reaper import Reaper
 
 __all__ = ["PARENT", "CgroupSupport", "CgroupUsage", "SandboxCgroup", "drain", "probe"]
 
@@ -522,136 +522,6 @@ def _sweep_dead_callers() -> None:
 # -- clean-up after the call ----------------------------------------------------------------
 
 
-class _Reaper:
-    """The work that only cleans up, done in a daemon thread of this process after the
-    call that needs it has returned: removing the directories of finished groups (their
-    processes are already killed and their counters read, by ``_teardown``), and the
-    sweep of dead callers' groups (``_sweep_dead_callers``), asked for by every new group
-    and run once for however many asked while it waited.
-
-    The thread starts with the first job (and again in a forked child, which forgets
-    the parent's jobs: those groups are the parent's to remove).  ``drain`` waits until
-    no job is left; at exit the jobs left are run in the exiting thread, then the
-    groups whose removal ran out of time are tried once more.  Where no thread can be
-    started, a job runs at once in the caller's thread.  Never raises."""
-
-    def __init__(self) -> None:
-        self._ready = threading.Condition()
-        self._removals: collections.deque[list[_Node]] = collections.deque()
-        self._sweep = False
-        #: Jobs taken and not yet done (by the thread, or by ``_run_pending``).
-        self._busy = 0
-        self._thread: threading.Thread | None = None
-        self._exit_hook = False
-
-    def remove(self, nodes: list[_Node]) -> None:
-        """Remove the groups of ``nodes`` and close their descriptors, soon."""
-        with self._ready:
-            self._removals.append(nodes)
-            started = self._wake()
-        if not started:
-            self._run_pending()
-
-    def sweep_dead_callers(self) -> None:
-        """Run ``_sweep_dead_callers`` soon (once for the requests made meanwhile)."""
-        with self._ready:
-            self._sweep = True
-            started = self._wake()
-        if not started:
-            self._run_pending()
-
-    def drain(self, timeout: float | None = None) -> bool:
-        """Wait until every job handed over so far is done; False when ``timeout``
-        seconds passed first."""
-        with self._ready:
-            return self._ready.wait_for(self._idle, timeout)
-
-    def _idle(self) -> bool:
-        return not (self._removals or self._sweep or self._busy)
-
-    def _wake(self) -> bool:
-        """With ``_ready`` held: notify the thread, started if need be; False when it
-        cannot run."""
-        if not self._exit_hook:
-            atexit.register(self._at_exit)
-            self._exit_hook = True
-        if self._thread is None:
-            thread = threading.Thread(target=self._serve, name="pysandbox-cgroup-reaper")
-            thread.daemon = True
-            try:
-                thread.start()
-            except RuntimeError:  # interpreter shutdown, or no thread to be had
-                return False
-            self._thread = thread
-        self._ready.notify_all()
-        return True
-
-    def _next(self) -> tuple[list[_Node] | None, bool]:
-        """With ``_ready`` held: take the next job (nodes to remove, or the sweep)."""
-        if self._removals:
-            return self._removals.popleft(), False
-        sweep, self._sweep = self._sweep, False
-        return None, sweep
-
-    def _do(self, nodes: list[_Node] | None, sweep: bool) -> None:
-        try:
-            if nodes is not None:
-                _remove_all(nodes)
-            if sweep:
-                _sweep_dead_callers()
-        except Exception:
-            pass
-
-    def _serve(self) -> None:
-        """The thread: the jobs one by one, as they come."""
-        while True:
-            with self._ready:
-                self._ready.wait_for(lambda: bool(self._removals or self._sweep))
-                nodes, sweep = self._next()
-                self._busy += 1
-            self._done(nodes, sweep)
-
-    def _done(self, nodes: list[_Node] | None, sweep: bool) -> None:
-        """Do a job taken (counted in ``_busy``), then count it done."""
-        try:
-            self._do(nodes, sweep)
-        finally:
-            with self._ready:
-                self._busy -= 1
-                self._ready.notify_all()
-
-    def _run_pending(self) -> None:
-        """Run the jobs left in this thread (the thread may be working on one)."""
-        while True:
-            with self._ready:
-                if not (self._removals or self._sweep):
-                    return
-                nodes, sweep = self._next()
-                self._busy += 1
-            self._done(nodes, sweep)
-
-    def _at_exit(self) -> None:
-        self._run_pending()
-        self.drain(_KILL_SECONDS + _REMOVE_SECONDS)
-        _sweep_leftovers()
-
-    def forget(self) -> None:
-        """In a forked child: the parent's jobs and thread are not this process's; the
-        descriptors the child inherited are closed, no group is removed."""
-        self._ready = threading.Condition()
-        for nodes in self._removals:
-            for node in nodes:
-                node.close()
-        self._removals.clear()
-        self._sweep = False
-        self._busy = 0
-        self._thread = None
-
-
-_reaper = _Reaper()
-os.register_at_fork(after_in_child=_reaper.forget)
-
-
 def drain(timeout: float | None = None) -> bool:
     """Wait until the groups this process has finished with are removed (or, if they
     could not be yet, left for the retry before the next group and at exit), and the
@@ -862,7 +732,7 @@ class SandboxCgroup:
         if not needed:
             return
         _sweep_leftovers()
-        _reaper.sweep_dead_callers()
+        _reaper.sweep()
         owner = f"{os.getpid()}-{_pid_namespace()}"
         name = f"{PARENT}-{owner}-{next(_counter)}-{secrets.token_hex(4)}"
         # The limits first (their failures are the ones to report), cpuacct last.
@@ -989,6 +859,23 @@ def _remove_all(nodes: list[_Node]) -> None:
 
 _probed: CgroupSupport | None = None
 _probe_lock = threading.Lock()
+
+
+def _close_all(nodes: list[_Node]) -> None:
+    """Close the descriptors of ``nodes`` and remove nothing (a forked child's part)."""
+    for node in nodes:
+        node.close()
+
+
+#: Removes finished groups and sweeps dead callers' after the calls have returned.
+_reaper: Reaper[list[_Node]] = Reaper(
+    name="pysandbox-cgroup-reaper",
+    remove=_remove_all,
+    forget=_close_all,
+    sweep=_sweep_dead_callers,
+    at_exit=_sweep_leftovers,
+    exit_seconds=_KILL_SECONDS + _REMOVE_SECONDS,
+)
 
 
 def probe() -> CgroupSupport:
