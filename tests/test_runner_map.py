@@ -172,6 +172,8 @@ def test_ctrl_c_during_a_map_kills_and_reaps_every_sandbox(tmp_path: Path) -> No
     script.write_text(
         textwrap.dedent(
             f"""
+            import faulthandler, signal
+            faulthandler.register(signal.SIGUSR1, all_threads=True)
             from pysandbox import Job, Runner
             jobs = (Job(code="import time; time.sleep(60)", args=({marker!r},))
                     for _ in range(100))
@@ -185,9 +187,16 @@ def test_ctrl_c_during_a_map_kills_and_reaps_every_sandbox(tmp_path: Path) -> No
         [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     try:
-        wait_until(lambda: len(pids_with_marker(marker, bwrap=False)) >= 2, "two sleepers")
+        wait_until(lambda: len(running(marker)) >= 2, "two sleepers")
         batch.send_signal(signal.SIGINT)
-        _, stderr = batch.communicate(timeout=PROMPTLY * 2)
+        try:
+            _, stderr = batch.communicate(timeout=PROMPTLY * 2)
+        except subprocess.TimeoutExpired:
+            batch.send_signal(signal.SIGUSR1)  # every thread's stack, for the report
+            time.sleep(1)
+            batch.kill()
+            _, stderr = batch.communicate()
+            pytest.fail(f"the map did not end after Ctrl-C: {stderr.decode()}")
     finally:
         batch.kill()
         batch.wait()
