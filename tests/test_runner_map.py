@@ -174,6 +174,9 @@ def test_ctrl_c_during_a_map_kills_and_reaps_every_sandbox(tmp_path: Path) -> No
             f"""
             import faulthandler, signal
             faulthandler.register(signal.SIGUSR1, all_threads=True)
+            # Ctrl-C as a terminal's finds it, even if this test's process ignores SIGINT
+            # (which a child inherits, and then Python installs no handler).
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             from pysandbox import Job, Runner
             jobs = (Job(code="import time; time.sleep(60)", args=({marker!r},))
                     for _ in range(100))
