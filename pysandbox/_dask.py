@@ -9,9 +9,10 @@ import pysandbox).  A task whose future the map has already answered is skipped,
 job is yielded twice.
 
 The workers' side (``run_on_worker``) runs each job with a ``Runner`` of its process,
-made on first use from the caller's settings (limits, readable, env, max_concurrent)
-and kept for later tasks with the same settings: ``max_concurrent`` caps the sandboxes
-of each worker process, not of the cluster.  A sandbox ends when the process that
+made on first use from the caller's settings (limits, readable, env, max_concurrent,
+warm) and kept for later tasks with the same settings: ``max_concurrent`` caps the
+sandboxes of each worker process, not of the cluster, and ``warm`` keeps that many warm
+sandboxes in each worker process.  A sandbox ends when the process that
 started it dies (the lifeline, ``_lifeline.py``), so a worker killed with SIGKILL
 leaves no sandbox behind; the scheduler runs its tasks again elsewhere.
 
@@ -73,6 +74,7 @@ class Settings:
     readable: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
     max_concurrent: int
+    warm: int
 
     @classmethod
     def of(cls, runner: Runner) -> Settings:
@@ -82,6 +84,7 @@ class Settings:
             runner.readable,
             tuple(sorted(runner.env.items())),
             runner.max_concurrent,
+            runner.warm,
         )
 
 
@@ -107,6 +110,7 @@ class _WorkerState:
                     readable=settings.readable,
                     env=dict(settings.env),
                     max_concurrent=settings.max_concurrent,
+                    warm=settings.warm,
                 )
                 self._runners[settings] = found
             return found

@@ -151,6 +151,37 @@ def test_a_map_on_a_cluster_gives_each_job_its_outcome(client: Client) -> None:
     assert all(cap == [2] for cap in caps.values() if cap)
 
 
+def _warm_gauges(client: Client) -> dict[str, list[tuple[int, int, int]]]:
+    """Per worker: (warm, warm_ready, taken) of each of its Runners."""
+    return client.run(  # type: ignore[no-any-return]
+        lambda: [(r.warm, r.warm_ready, r._pool.taken if r._pool else 0) for r in worker_runners()]
+    )
+
+
+def test_a_warm_runner_keeps_warm_sandboxes_in_each_worker_that_runs_its_jobs(
+    client: Client,
+) -> None:
+    """``Runner(warm=1)`` on the caller's side: each worker's Runner keeps one warm
+    sandbox, and a job that finds it ready runs in it."""
+    with Runner(warm=1, max_concurrent=1) as runner:
+        first = list(runner.map((Job(id=n, code=f"print({n})") for n in range(4)), client=client))
+        assert all(o.result is not None and o.result.stdout == f"{o.id}\n".encode() for o in first)
+        deadline = time.monotonic() + slow(20)
+        while True:
+            gauges = _warm_gauges(client)
+            made = [runner for runners in gauges.values() for runner in runners]
+            assert made and all(warm == 1 for warm, _, _ in made), gauges
+            if all(ready == 1 for _, ready, _ in made):
+                break
+            assert time.monotonic() < deadline, f"the workers' pools never refilled: {gauges}"
+            time.sleep(0.05)
+        taken_before = sum(taken for _, _, taken in made)
+        second = list(runner.map([Job(id="again", code="print('warm')")], client=client))
+    assert second[0].result is not None and second[0].result.stdout == b"warm\n"
+    after = [runner for runners in _warm_gauges(client).values() for runner in runners]
+    assert sum(taken for _, _, taken in after) == taken_before + 1
+
+
 def test_each_worker_process_runs_its_jobs_under_its_own_cap(
     client: Client, world_readable_dir: Path
 ) -> None:
