@@ -169,6 +169,7 @@ def run_batch(
     *,
     limits: Limits,
     max_concurrent: int | None,
+    warm: int = 0,
     readable: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     ordered: bool,
@@ -181,6 +182,7 @@ def run_batch(
 
     :param limits: the limits of a job that gives none.
     :param max_concurrent: the most sandboxes at once (None: the number of CPUs).
+    :param warm: warm sandboxes to keep (``Runner(warm=)``; on a cluster, per worker).
     :param readable: host paths every job may read (a job's ``readable`` adds to them).
     :param env: variables every job gets (a job's ``env`` is merged over them).
     :param ordered: write the outcomes in the order of the lines, not as jobs end.
@@ -203,7 +205,7 @@ def run_batch(
 
     try:
         with _BatchRunner(
-            limits=limits, readable=readable, env=env, max_concurrent=max_concurrent
+            limits=limits, readable=readable, env=env, max_concurrent=max_concurrent, warm=warm
         ) as runner:
             outcomes = runner.map(
                 read_jobs(lines, results, skipped),

@@ -368,6 +368,17 @@ def _max_concurrent(text: str) -> int:
     return value
 
 
+def _warm_count(text: str) -> int:
+    """``--warm``: a whole number, 0 (the default: no warm sandboxes) or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number; got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
+    return value
+
+
 def _scheduler_address(text: str) -> str:
     """``--scheduler``: a Dask address with a host and a port (``tcp://HOST:8786``),
     checked by Dask's own parser; a usage error without Dask or with a bad address."""
@@ -469,6 +480,7 @@ def _batch_command(parser: argparse.ArgumentParser, options: argparse.Namespace)
                 report,
                 limits=limits_from(options),
                 max_concurrent=max_concurrent,
+                warm=options.warm,
                 readable=[os.path.abspath(path) for path in options.readable],
                 env=env,
                 ordered=options.ordered,
@@ -514,6 +526,14 @@ def _add_batch_options(command: argparse.ArgumentParser) -> None:
         type=_max_concurrent,
         metavar="N",
         help="the most sandboxes running at once (default: the number of CPUs)",
+    )
+    command.add_argument(
+        "--warm",
+        type=_warm_count,
+        default=0,
+        metavar="K",
+        help="keep K sandboxes started ahead of the jobs (README: Warm sandboxes), in each "
+        "worker process with --scheduler (default: 0, none)",
     )
     command.add_argument(
         "--scheduler",

@@ -279,6 +279,55 @@ def test_an_interrupted_batch_kills_its_sandboxes_and_a_rerun_resumes(
     assert all(line["status"] == "OK" for line in found.values())
 
 
+def _bwrap_children(pid: int) -> int:
+    """How many bwrap processes ``pid`` has started that still run: its sandboxes."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                name, rest = stat.read().rsplit(")", 1)
+        except OSError:
+            continue
+        fields = rest.split()
+        if name.endswith("(bwrap") and fields[0] != "Z" and int(fields[1]) == pid:
+            count += 1
+    return count
+
+
+@pytest.mark.parametrize("warm", [0, 1, 2])
+def test_warm_keeps_that_many_sandboxes_started_beside_the_running_job(
+    tmp_path: Path, world_readable_dir: Path, warm: int
+) -> None:
+    """``--warm K``: while one job runs (``--max-concurrent 1``), the batch has ``K``
+    more sandboxes started and waiting; the jobs' outcomes are the same."""
+    flag = world_readable_dir / "go"
+    marker = unique_marker()
+    jobs = write_jobs(
+        tmp_path / "jobs.jsonl",
+        _waiting_job(0, flag, marker),
+        *({"id": n, "python": f"print({n})"} for n in range(1, 4)),
+    )
+    results = tmp_path / "results.jsonl"
+    command = [SCRIPT, "batch", str(jobs), "--out", str(results), "--max-concurrent", "1"]
+    proc = subprocess.Popen([*command, "--warm", str(warm)], stderr=subprocess.PIPE)
+    try:
+        _wait_for("the waiting job", lambda: pids_with_marker(marker, bwrap=False) != [], proc)
+        _wait_for("the warm sandboxes", lambda: _bwrap_children(proc.pid) == 1 + warm, proc)
+        flag.touch()
+        assert proc.wait(timeout=TIMEOUT) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+    found = by_id(results)
+    assert {key: line["stdout"] for key, line in found.items() if key != 0} == {
+        n: f"{n}\n" for n in range(1, 4)
+    }
+    assert all(line["status"] == "OK" for line in found.values())
+
+
 def test_a_partial_last_line_is_cut_off_and_its_job_run_again(tmp_path: Path) -> None:
     jobs = write_jobs(
         tmp_path / "jobs.jsonl",
@@ -308,6 +357,8 @@ def test_a_partial_last_line_is_cut_off_and_its_job_run_again(tmp_path: Path) ->
         ["batch", "--out", "r.jsonl"],
         ["batch", "missing.jsonl", "--out", "r.jsonl"],
         ["batch", "jobs.jsonl", "--out", "r.jsonl", "--max-concurrent", "0"],
+        ["batch", "jobs.jsonl", "--out", "r.jsonl", "--warm", "-1"],
+        ["batch", "jobs.jsonl", "--out", "r.jsonl", "--warm", "two"],
         ["batch", "jobs.jsonl", "--out", "r.jsonl", "--memory", "-1"],
         ["batch", "jobs.jsonl", "--out", "jobs.jsonl"],
         ["batch", "jobs.jsonl", "--out", "no/such/dir/r.jsonl"],
