@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 from conftest import pids_with_marker, unique_marker
+from helpers import slow
 
 from pysandbox import eval_in_sandbox, run, run_python
 from pysandbox._cgroup import PARENT
@@ -395,7 +396,9 @@ ENDINGS: dict[str, tuple[str, str]] = {
         "CPU_TIME_EXCEEDED",
     ),
     "wall": (
-        f"run_python({FORK_SLEEPER + 'time.sleep(60)'!r}, limits=Limits(wall_time=0.5))"
+        # Room for the interpreter to start and fork on a slow machine (under the VM lab's
+        # emulation 0.5 s ended it before the fork), and still far below the 60 s sleep.
+        f"run_python({FORK_SLEEPER + 'time.sleep(60)'!r}, limits=Limits(wall_time={slow(1.5)}))"
         ".status.name",
         "WALL_TIME_EXCEEDED",
     ),
