@@ -392,12 +392,13 @@ ENDINGS: dict[str, tuple[str, str]] = {
     ),
     "cpu": (
         f"run_python({FORK_SLEEPER + 'while True: pass'!r}, "
-        "limits=Limits(cpu_time=0.3, wall_time=30)).status.name",
+        f"limits=Limits(cpu_time={slow(0.3)}, wall_time=30)).status.name",
         "CPU_TIME_EXCEEDED",
     ),
     "wall": (
         # Room for the interpreter to start and fork on a slow machine (under the VM lab's
-        # emulation 0.5 s ended it before the fork), and still far below the 60 s sleep.
+        # emulation 0.5 s ended it before the fork), and still far below the 60 s sleep;
+        # the same for the other endings by a limit.
         f"run_python({FORK_SLEEPER + 'time.sleep(60)'!r}, limits=Limits(wall_time={slow(1.5)}))"
         ".status.name",
         "WALL_TIME_EXCEEDED",
@@ -420,7 +421,7 @@ ENDINGS: dict[str, tuple[str, str]] = {
         "0",
     ),
     "eval_timeout": (
-        f"eval_in_sandbox({FORK_SLEEPER + 'time.sleep(60)'!r}, timeout_max_time_sec=0.5)",
+        f"eval_in_sandbox({FORK_SLEEPER + 'time.sleep(60)'!r}, timeout_max_time_sec={slow(1.5)})",
         "SandboxError: Process timed out",
     ),
     "eval_output": (
