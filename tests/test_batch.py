@@ -18,6 +18,7 @@ import pytest
 from conftest import pids_with_marker, survivors, unique_marker
 from helpers import PROMPTLY
 from test_cli import SCRIPT, TIMEOUT, WITH_DEFAULT_SIGINT, assert_usage_error, cli
+from test_runner_map import running
 
 from pysandbox import Limits, Outcome, Status
 from pysandbox._batch import BatchReport, run_batch
@@ -255,9 +256,7 @@ def test_an_interrupted_batch_kills_its_sandboxes_and_a_rerun_resumes(
     )
     try:
         _wait_for("the quick jobs' lines", lambda: len(outcomes(results)) == 3, proc)
-        _wait_for(
-            "two waiting sandboxes", lambda: len(pids_with_marker(marker, bwrap=False)) >= 2, proc
-        )
+        _wait_for("two waiting sandboxes", lambda: len(running(marker)) >= 2, proc)
         proc.send_signal(signum)
         _, stderr = proc.communicate(timeout=PROMPTLY)
     finally:
