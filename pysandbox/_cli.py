@@ -357,26 +357,20 @@ def _demo_command(parser: argparse.ArgumentParser, options: argparse.Namespace) 
     return demo()
 
 
-def _max_concurrent(text: str) -> int:
-    """``--max-concurrent``: a whole number of at least 1 (argparse names the option)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number; got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
-    return value
+def _whole_number(least: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least ``least`` (argparse names the option):
+    ``--max-concurrent`` (1) and ``--warm`` (0, none)."""
 
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number; got {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}, got {text!r}")
+        return value
 
-def _warm_count(text: str) -> int:
-    """``--warm``: a whole number, 0 (the default: no warm sandboxes) or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number; got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
-    return value
+    return parse
 
 
 def _scheduler_address(text: str) -> str:
@@ -523,13 +517,13 @@ def _add_batch_options(command: argparse.ArgumentParser) -> None:
     )
     command.add_argument(
         "--max-concurrent",
-        type=_max_concurrent,
+        type=_whole_number(1),
         metavar="N",
         help="the most sandboxes running at once (default: the number of CPUs)",
     )
     command.add_argument(
         "--warm",
-        type=_warm_count,
+        type=_whole_number(0),
         default=0,
         metavar="K",
         help="keep K sandboxes started ahead of the jobs (README: Warm sandboxes), in each "

@@ -3,6 +3,7 @@ real signals; and ``run_batch`` itself for how far ahead it reads its jobs."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -10,12 +11,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from conftest import pids_with_marker, survivors, unique_marker
+from conftest import survivors, unique_marker
 from helpers import PROMPTLY
 from test_cli import SCRIPT, TIMEOUT, WITH_DEFAULT_SIGINT, assert_usage_error, cli
 from test_runner_map import running
@@ -204,6 +205,24 @@ def _wait_for(what: str, condition: object, proc: subprocess.Popen[bytes]) -> No
         time.sleep(0.02)
 
 
+def _run_past_the_flag(
+    command: list[str], flag: Path, *waits: tuple[str, Callable[[int], bool]]
+) -> None:
+    """Start the batch ``command``; while it runs, wait for each ``(what, condition)`` in
+    turn (``condition`` gets the batch's pid); then make ``flag`` (the waiting jobs end)
+    and check that the batch exits 0.  It is killed whatever happens."""
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE)
+    try:
+        for what, condition in waits:
+            _wait_for(what, functools.partial(condition, proc.pid), proc)
+        flag.touch()
+        assert proc.wait(timeout=TIMEOUT) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
 def test_outcomes_are_written_line_by_line_as_jobs_end(
     tmp_path: Path, world_readable_dir: Path
 ) -> None:
@@ -218,18 +237,11 @@ def test_outcomes_are_written_line_by_line_as_jobs_end(
         *({"id": n, "argv": ["true"]} for n in range(1, 4)),
     )
     results = tmp_path / "results.jsonl"
-    proc = subprocess.Popen(
+    _run_past_the_flag(
         [SCRIPT, "batch", str(jobs), "--out", str(results), "--max-concurrent", "2"],
-        stderr=subprocess.PIPE,
+        flag,
+        ("the quick jobs' lines", lambda _: len(outcomes(results)) == 3),
     )
-    try:
-        _wait_for("the quick jobs' lines", lambda: len(outcomes(results)) == 3, proc)
-        flag.touch()
-        assert proc.wait(timeout=TIMEOUT) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate()
     assert [line["id"] for line in outcomes(results)][-1] == 0
     assert survivors(marker) == []
 
@@ -310,16 +322,12 @@ def test_warm_keeps_that_many_sandboxes_started_beside_the_running_job(
     )
     results = tmp_path / "results.jsonl"
     command = [SCRIPT, "batch", str(jobs), "--out", str(results), "--max-concurrent", "1"]
-    proc = subprocess.Popen([*command, "--warm", str(warm)], stderr=subprocess.PIPE)
-    try:
-        _wait_for("the waiting job", lambda: pids_with_marker(marker, bwrap=False) != [], proc)
-        _wait_for("the warm sandboxes", lambda: _bwrap_children(proc.pid) == 1 + warm, proc)
-        flag.touch()
-        assert proc.wait(timeout=TIMEOUT) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate()
+    _run_past_the_flag(
+        [*command, "--warm", str(warm)],
+        flag,
+        ("the waiting job", lambda _: running(marker) != set()),
+        ("the warm sandboxes", lambda pid: _bwrap_children(pid) == 1 + warm),
+    )
     found = by_id(results)
     assert {key: line["stdout"] for key, line in found.items() if key != 0} == {
         n: f"{n}\n" for n in range(1, 4)
