@@ -30,6 +30,14 @@
  * exits the kernel has ended every process of the sandbox, so nothing
  * outlives bwrap.  The program runs as pid 2, as in a plain bwrap sandbox.
  *
+ * Its kill(-1, SIGKILL) ends every process it may signal, which is the
+ * sandbox only where pysandbox launched it: so it refuses to do anything
+ * (a message on stderr, exit status 2) unless it is pid 1 of its pid
+ * namespace and holds what only pysandbox's launch hands it, the read end of
+ * the lifeline pipe and a writable report fd, both above the standard
+ * streams.  Started by hand on a host, or as a container's entrypoint, it
+ * touches nothing.
+ *
  * Always sets no_new_privs, so no setuid binary or file capability can give
  * the code more than it has.  File streams are records
  *   'F' u8 mode u32le name_length name u64le data_length data ... 'E' u8 flags
@@ -182,6 +190,55 @@ static void parse_options(int argc, char **argv, struct options *opt)
         errno = EINVAL;
         die("no program to run", NULL);
     }
+}
+
+/*
+ * refuse: the init was not launched by pysandbox: say why on stderr and exit
+ * 2, having changed nothing (no signal sent, no fd written).
+ */
+static void refuse(const char *why)
+{
+    fprintf(stderr,
+            "pysandbox-init: refusing to run: %s.  This is pysandbox's init, which "
+            "pysandbox starts as pid 1 inside each sandbox (it kills every process "
+            "it may signal); run programs with `pysandbox run` instead\n",
+            why);
+    _exit(2);
+}
+
+/*
+ * open_mode: the access mode (O_RDONLY, O_WRONLY or O_RDWR) of fd, and in
+ * *type its file type (the S_IFMT bits); -1 unless fd is open and above the
+ * standard streams.  fstat and fcntl only: nothing is read or written.
+ */
+static int open_mode(int fd, mode_t *type)
+{
+    struct stat st;
+    int flags;
+    if (fd <= STDERR_FILENO || fstat(fd, &st) != 0 || (flags = fcntl(fd, F_GETFL)) < 0)
+        return -1;
+    *type = st.st_mode & S_IFMT;
+    return flags & O_ACCMODE;
+}
+
+/*
+ * check_launched: refuse unless this process holds what pysandbox's launch
+ * hands the init (see the top of this file); getpid() == 1 was checked first.
+ * The lifeline must be a pipe's read end, never read-write (that would be a
+ * writer of its own and never see EOF): the caller keeps the only write end.
+ * The report fd may be any writable file (a benchmark sends it to one).
+ */
+static void check_launched(const struct options *opt)
+{
+    mode_t type = 0;
+    int report_mode;
+    if (opt->lifeline_fd < 0 || opt->report_fd < 0)
+        refuse("it was not given --lifeline-fd and --report-fd");
+    if (open_mode(opt->lifeline_fd, &type) != O_RDONLY || type != S_IFIFO)
+        refuse("--lifeline-fd is not the read end of a pipe above fd 2");
+    report_mode = open_mode(opt->report_fd, &type);
+    if (report_mode != O_WRONLY && report_mode != O_RDWR)
+        refuse("--report-fd is not open for writing above fd 2");
 }
 
 /*
@@ -600,7 +657,10 @@ static int supervise(const struct options *opt)
 int main(int argc, char **argv)
 {
     struct options opt;
+    if (getpid() != 1)
+        refuse("it is not pid 1 of a pid namespace");
     parse_options(argc, argv, &opt);
+    check_launched(&opt);
     failure_report_fd = opt.report_fd;
     /* Close-on-exec at once, so that the program never holds the lifeline;
      * and a number that is not an open fd is refused. */
