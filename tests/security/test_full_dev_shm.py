@@ -228,3 +228,43 @@ def test_the_sweep_removes_what_a_dying_caller_left_unowned(tmp_path: Path) -> N
     _codefile._sweep(str(tmp_path))
     assert [path for path in stale if path.exists()] == []
     assert all(path.exists() for path in [*fresh, alive])
+
+
+#: Run as the caller: after one call of each kind (which imports and caches what they
+#: need), every descriptor this process may have is taken; then each kind once more.
+NO_DESCRIPTORS = r"""
+import json, os, resource, sys
+sys.path.insert(0, sys.argv[1])
+from pysandbox import eval_in_sandbox, run_python
+
+calls = {"eval_in_sandbox": eval_in_sandbox, "run_python": run_python}
+for call in calls.values():
+    call("pass")
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+held = []
+try:
+    while True:
+        held.append(os.open("/dev/null", os.O_RDONLY))
+except OSError:
+    pass
+report = {}
+for name, call in calls.items():
+    try:
+        call("pass")
+        report[name] = "ran"
+    except Exception as exc:
+        report[name] = [type(exc).__name__, str(exc)]
+for fd in held:
+    os.close(fd)
+print(json.dumps(report))
+"""
+
+
+def test_a_failure_no_other_place_avoids_is_named_at_once(caller: Caller) -> None:
+    """No descriptor left (``EMFILE``): every place would fail alike, so the call raises
+    ``SandboxError`` naming the errno and the fix, not a bare ``OSError``."""
+    report = caller.run_script(NO_DESCRIPTORS, timeout=120)
+    for name in ("eval_in_sandbox", "run_python"):
+        kind, message = report[name]
+        assert kind == "SandboxError", report
+        assert "Too many open files (EMFILE)" in message and "RLIMIT_NOFILE" in message, message
