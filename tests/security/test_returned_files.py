@@ -4,7 +4,7 @@ A file costs the caller an entry however small it is: a million hard links of on
 file cost no byte of ``Limits.files_out``, yet came back as a million entries (+92 MiB of
 the caller's memory and a 62 MiB batch JSON line).  ``Limits.files_out_count`` caps the
 count: the init stops sending at the cap, the host keeps no more than the cap whatever
-the stream says, and ``files_truncated`` tells.  Each attack runs as a root and as a
+the stream says, and ``files_truncated`` tells.  Each attack runs as root and as a
 non-root caller; the host side counts what came back and how much memory the calling
 process grew by.
 """
@@ -21,7 +21,8 @@ from pysandbox._verdict import describe
 #: Files past the cap that each attack makes.
 EXTRA = 200
 
-#: Makes ``COUNT`` hard links of one empty file (``links``) or one-byte files (``small``).
+#: Makes as many files as its second argument says: hard links of one empty file
+#: (``links``) or one-byte files in a directory (``small``).
 MAKE_FILES = """
 import os, sys
 kind, count = sys.argv[1], int(sys.argv[2])
