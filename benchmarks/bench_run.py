@@ -8,9 +8,10 @@ every round, so no command always runs first or right after another):
 * ``pysandbox.run(["/bin/true"])``;
 * the bwrap command line pysandbox builds for that call (``pysandbox._launch.command_line``
   of the plan ``pysandbox._run.build_plan`` makes for it), run from ``/bin/sh`` with
-  ``exec`` under the same resource limits (``ulimit``) and with its status, report and
-  files fds sent to ``/dev/null``: the same sandbox, without pysandbox's Python layer and
-  C core;
+  ``exec`` under the same resource limits (``ulimit``), with its status, report and
+  files fds sent to ``/dev/null`` and the lifeline's read end from this process, which
+  holds the write end as pysandbox's caller does (the init refuses to run without one):
+  the same sandbox, without pysandbox's Python layer and C core;
 * a minimal ``bwrap --unshare-all`` running ``/usr/bin/true`` from ``/bin/sh``: the floor
   for any sandbox built by bubblewrap;
 * ``pysandbox.run_python("pass")``, and its bwrap command line from ``/bin/sh`` in the
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
 import platform
 import resource
@@ -82,6 +84,9 @@ ULIMIT_FLAGS: dict[int, tuple[str, int]] = {
 #: filter, data served read-only (a moved ``pyvenv.cfg``), the code file, input files.
 OUTPUT_FD_FLAGS = ("--json-status-fd", "--report-fd", "--files-out-fd")
 INPUT_FD_FLAGS = ("--seccomp", "--ro-bind-data", "--ro-bind-fd", "--files-in-fd")
+#: Where every command run here gets the read end of this process's lifeline pipe: above
+#: the fds the command lines name (3 to 8), and a single digit, all dash redirects.
+LIFELINE_SOURCE_FD = 9
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,18 +113,32 @@ class ShellCommand:
     argv: list[str]
     inputs: dict[int, str]
     outputs: list[int]
+    lifeline: int
 
     def script(self, rlimits: Sequence[tuple[int, int, int]], outputs_to: str | None) -> str:
         """``ulimit`` for each limit, then ``exec`` with the fds opened by redirections.
 
-        The output fds go to ``/dev/null``, or with ``outputs_to`` to files in that
+        The lifeline's read end moves from ``LIFELINE_SOURCE_FD`` to its fd first.  The
+        output fds go to ``/dev/null``, or with ``outputs_to`` to files in that
         directory named by fd number.
         """
-        redirections = [f"{fd}<{shlex.quote(path)}" for fd, path in self.inputs.items()]
+        redirections = [f"{self.lifeline}<&{LIFELINE_SOURCE_FD}"]
+        redirections += [f"{fd}<{shlex.quote(path)}" for fd, path in self.inputs.items()]
         for fd in self.outputs:
             target = "/dev/null" if outputs_to is None else os.path.join(outputs_to, str(fd))
             redirections.append(f"{fd}>{shlex.quote(target)}")
+        redirections.append(f"{LIFELINE_SOURCE_FD}<&-")
         return "; ".join([*ulimit_commands(rlimits), " ".join(['exec "$@"', *redirections])])
+
+
+@functools.cache
+def lifeline_source() -> int:
+    """``LIFELINE_SOURCE_FD``, made once the read end of a pipe whose write end this
+    process keeps (close-on-exec) until it exits: the sandboxes' caller never dies."""
+    read_fd, _write_fd = os.pipe2(os.O_CLOEXEC)
+    os.dup2(read_fd, LIFELINE_SOURCE_FD)
+    os.close(read_fd)
+    return LIFELINE_SOURCE_FD
 
 
 def ulimit_commands(rlimits: Sequence[tuple[int, int, int]]) -> list[str]:
@@ -168,20 +187,18 @@ def shell_command(argv: list[str], files: dict[str, str]) -> ShellCommand:
     outputs = [fd for fd in (fd_after(argv, flag) for flag in OUTPUT_FD_FLAGS) if fd is not None]
     if len(outputs) != len(OUTPUT_FD_FLAGS):
         raise RuntimeError(f"the bwrap command line lacks one of {OUTPUT_FD_FLAGS}")
-    return ShellCommand(argv, inputs, outputs)
-
-
-def without_lifeline(argv: list[str]) -> list[str]:
-    """``argv`` without the init's ``--lifeline-fd N``: from the shell nobody holds the
-    pipe's write end (the init would end the sandbox at once)."""
-    at = argv.index("--lifeline-fd")
-    return argv[:at] + argv[at + 2 :]
+    lifeline = fd_after(argv, "--lifeline-fd")
+    if lifeline is None:
+        raise RuntimeError("the bwrap command line gives the init no --lifeline-fd")
+    if LIFELINE_SOURCE_FD in {lifeline, *inputs, *outputs}:
+        raise RuntimeError(f"the bwrap command line names fd {LIFELINE_SOURCE_FD} itself")
+    return ShellCommand(argv, inputs, outputs, lifeline)
 
 
 def run_argv(limits: Limits) -> list[str]:
-    """What ``pysandbox.run(TRUE_ARGV)`` hands to the C core, without the lifeline."""
+    """What ``pysandbox.run(TRUE_ARGV)`` hands to the C core."""
     plan, _ = _run.build_plan(list(TRUE_ARGV), limits=limits)
-    return without_lifeline(_launch.command_line(plan))
+    return _launch.command_line(plan)
 
 
 def run_python_argv(limits: Limits) -> list[str]:
@@ -191,7 +208,7 @@ def run_python_argv(limits: Limits) -> list[str]:
     plan, _ = _run.build_plan(
         [python, "-u", _bwrap.MAIN_PATH], limits=limits, code=PYTHON_CODE.encode()
     )
-    return without_lifeline(_launch.command_line(plan))
+    return _launch.command_line(plan)
 
 
 def raw_python_argv(python: str) -> list[str]:
@@ -220,8 +237,15 @@ def check_result(what: str, res: Result) -> None:
 
 
 def checked_subprocess(argv: list[str], env: dict[str, str] | None) -> None:
-    """Run ``argv`` with stdin closed; raise unless it exits 0 without any output."""
-    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, env=env)
+    """Run ``argv`` with stdin closed and the lifeline's read end on
+    ``LIFELINE_SOURCE_FD``; raise unless it exits 0 without any output."""
+    proc = subprocess.run(
+        argv,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=env,
+        pass_fds=(lifeline_source(),),
+    )
     if proc.returncode != 0 or proc.stdout or proc.stderr:
         raise RuntimeError(
             f"{shlex.join(argv)[:300]} exited {proc.returncode} "

@@ -19,8 +19,18 @@ lease by itself after ``fs.lease-break-time`` seconds (45 by default); a warm
 sandbox is retired well before that (``lease_break_seconds``).
 
 The private directory is ``pysandbox-XXXXXXXX`` (random, mode 0700) with an ``owner``
-file naming this process; a caller killed with SIGKILL leaves its directory behind, and
-the next process to make one removes the directories whose owner is dead.
+file naming this process, written whole under another name and renamed into place, so
+an ``owner`` file is never empty or half written.  A caller killed with SIGKILL leaves
+its directory behind, and the next process to make one in the same place removes the
+directories whose owner is dead, and those without a sound owner file once they are
+older than making one could take (``UNOWNED_GRACE``: a caller killed in the middle, or
+a version that left an empty one).
+
+The places are tried in order, at every step (the directory, its owner file, the code
+file and its content): one that fails, full (``ENOSPC``, ``EDQUOT``, as any local user
+can make ``/dev/shm``) or refused, has what this attempt made in it removed, and the
+next is tried.  When none works, or on a failure no other place avoids (``EMFILE``,
+``ENFILE``, ``ENOMEM``), ``SandboxError`` names each place, the errno and the fix.
 """
 
 from __future__ import annotations
@@ -33,10 +43,11 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 
 from ._errors import SandboxError
 
-__all__ = ["CodeFile", "lease_break_seconds", "lease_support"]
+__all__ = ["UNOWNED_GRACE", "CodeFile", "lease_break_seconds", "lease_support"]
 
 #: Linux's numbers, for Pythons whose fcntl module lacks the names.
 F_SETLEASE = getattr(fcntl, "F_SETLEASE", 1024)
@@ -46,9 +57,19 @@ F_GETLEASE = getattr(fcntl, "F_GETLEASE", 1025)
 _PLACES = ("/dev/shm", os.environ.get("XDG_RUNTIME_DIR", ""), tempfile.gettempdir())
 _PREFIX = "pysandbox-"
 _OWNER = "owner"
+#: Seconds after which a private directory without a sound owner file is taken for the
+#: remains of a caller that died making it: that takes microseconds.
+UNOWNED_GRACE = 60.0
+#: Failures that every place would meet alike, and what to do about each.
+_PROCESS_WIDE = {
+    errno.EMFILE: "close some of this process's files or raise its RLIMIT_NOFILE",
+    errno.ENFILE: "the host's table of open files is full: raise fs.file-max",
+    errno.ENOMEM: "free some memory",
+}
 
 _lock = threading.Lock()
-_directory: str | None = None
+#: This process's private directory in each place where it made one.
+_directories: dict[str, str] = {}
 
 
 def _start_time(pid: int) -> str:
@@ -74,18 +95,36 @@ def _identity(pid: int) -> str:
     return f"{_namespace()} {pid} {_start_time(pid)}"
 
 
+def _is_sound(owner: str) -> bool:
+    """Whether ``owner`` is what ``_identity`` writes: a namespace, a pid, a start time."""
+    fields = owner.split()
+    return (
+        len(fields) == 3 and all(field.isdigit() for field in fields) and owner == " ".join(fields)
+    )
+
+
 def _is_dead(owner: str) -> bool:
-    """Whether the process an ``owner`` file names is gone; only one of this pid
+    """Whether the process a sound ``owner`` file names is gone; only one of this pid
     namespace can be told (another's pid means nothing here)."""
     fields = owner.split()
-    if len(fields) != 3 or not fields[1].isdigit() or fields[0] != _namespace():
+    if fields[0] != _namespace():
         return False
     return _identity(int(fields[1])) != owner
 
 
+def _owner_of(directory: str) -> str:
+    """The text of ``directory``'s owner file, "" when it has none or it is not ASCII."""
+    try:
+        with open(os.path.join(directory, _OWNER), "rb") as owner:
+            return owner.read(256).decode("ascii")
+    except (FileNotFoundError, UnicodeDecodeError):
+        return ""
+
+
 def _sweep(place: str) -> None:
     """Remove the private directories in ``place`` whose owner died without removing
-    them; only this user's, only real directories."""
+    them, and those without a sound owner file older than ``UNOWNED_GRACE``; only this
+    user's, only real directories."""
     try:
         names = [name for name in os.listdir(place) if name.startswith(_PREFIX)]
     except OSError:
@@ -96,11 +135,11 @@ def _sweep(place: str) -> None:
             info = os.lstat(path)
             if not os.path.isdir(path) or os.path.islink(path) or info.st_uid != os.geteuid():
                 continue
-            with open(os.path.join(path, _OWNER), encoding="ascii") as owner:
-                dead = _is_dead(owner.read())
-        except (OSError, ValueError):
+            owner = _owner_of(path)
+        except OSError:
             continue
-        if dead:
+        unowned_long = time.time() - info.st_mtime > UNOWNED_GRACE
+        if _is_dead(owner) if _is_sound(owner) else unowned_long:
             shutil.rmtree(path, ignore_errors=True)
 
 
@@ -110,33 +149,105 @@ def _remove_own(path: str, owner: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _private_directory() -> str:
-    """This process's private directory, made (and the dead ones swept) on first use."""
-    global _directory
+def _places() -> list[str]:
+    """The places to try, in order, each once."""
+    return [place for place in dict.fromkeys(_PLACES) if place]
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd``; raises ``OSError`` (``ENOSPC``...)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _write_owner(directory: str, owner: str) -> None:
+    """Write ``owner`` as ``directory``'s owner file whole or not at all: under another
+    name first, then renamed into place (a rename needs no room)."""
+    partial = os.path.join(directory, _OWNER + ".partial")
+    fd = os.open(
+        partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
+    )
+    try:
+        _write_all(fd, owner.encode("ascii"))
+    finally:
+        os.close(fd)
+    os.rename(partial, os.path.join(directory, _OWNER))
+
+
+def _directory_in(place: str) -> tuple[str, bool]:
+    """This process's private directory in ``place``, and whether this call made it
+    (its owner file written, the dead callers' directories there swept).  Raises
+    ``OSError`` having removed whatever it made."""
+    path = _directories.get(place)
+    if path is not None and os.path.isdir(path):
+        return path, False
+    path = tempfile.mkdtemp(prefix=_PREFIX, dir=place)
+    try:
+        _write_owner(path, _identity(os.getpid()))
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+    _sweep(place)
+    return path, True
+
+
+def _file_in(directory: str, mode: int, data: bytes) -> tuple[int, str]:
+    """A new file of ``mode`` in ``directory`` holding ``data``: its fd (read-write,
+    close-on-exec) and path.  Raises ``OSError`` having removed it."""
+    path = os.path.join(directory, os.urandom(8).hex())
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        os.fchmod(fd, mode)
+        _write_all(fd, data)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        raise
+    return fd, path
+
+
+def _failure(place: str, error: OSError) -> str:
+    """``"/dev/shm: No space left on device (ENOSPC)"``."""
+    name = errno.errorcode.get(error.errno or 0, str(error.errno))
+    return f"{place}: {error.strerror} ({name})"
+
+
+def _new_file(mode: int, data: bytes) -> tuple[int, str]:
+    """A code file of ``mode`` holding ``data`` in the first place where every step
+    works (see the module's docstring): its fd and path.  ``SandboxError`` naming each
+    place's failure and the fix when none works."""
+    failures: list[str] = []
+    error: OSError | None = None
     with _lock:
-        if _directory is not None and os.path.isdir(_directory):
-            return _directory
-        failures = []
-        for place in _PLACES:
-            if not place:
-                continue
+        for place in _places():
+            made = None
             try:
-                path = tempfile.mkdtemp(prefix=_PREFIX, dir=place)
+                directory, new = _directory_in(place)
+                made = directory if new else None
+                fd, path = _file_in(directory, mode, data)
             except OSError as exc:
-                failures.append(f"{place}: {exc.strerror}")
+                if made is not None:
+                    shutil.rmtree(made, ignore_errors=True)
+                if exc.errno in _PROCESS_WIDE:
+                    raise SandboxError(
+                        f"cannot make the sandbox's code file ({_failure(place, exc)}): "
+                        f"{_PROCESS_WIDE[exc.errno]}"
+                    ) from exc
+                failures.append(_failure(place, exc))
+                error = exc
                 continue
-            owner = _identity(os.getpid())
-            with open(os.path.join(path, _OWNER), "w", encoding="ascii") as file:
-                file.write(owner)
-            _sweep(place)
-            atexit.register(_remove_own, path, owner)
-            _directory = path
-            return path
-        raise SandboxError(
-            "cannot make a directory for the sandbox's code ("
-            + "; ".join(failures)
-            + "): free space in /dev/shm or the temporary directory, or set TMPDIR"
-        )
+            if made is not None:
+                _directories[place] = made
+                atexit.register(_remove_own, made, _identity(os.getpid()))
+            return fd, path
+    raise SandboxError(
+        "cannot make the sandbox's code file in any place for it ("
+        + "; ".join(failures)
+        + "): free space in /dev/shm (a local user may have filled it), or set TMPDIR "
+        "to a directory with room"
+    ) from error
 
 
 class CodeFile:
@@ -144,28 +255,16 @@ class CodeFile:
     sandbox started before its code exists; else ``data`` is written at once."""
 
     def __init__(self, mode: int, *, held: bool, data: bytes = b"") -> None:
-        directory = _private_directory()
-        self.path = os.path.join(directory, os.urandom(8).hex())
+        self._fd, self.path = _new_file(mode, b"" if held else data)
         self._held = held
-        try:
-            self._fd = os.open(
-                self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
-            )
-        except OSError as exc:
-            raise SandboxError(
-                f"cannot create the sandbox's code file in {directory}: {exc.strerror}"
-            ) from exc
-        try:
-            os.fchmod(self._fd, mode)
-            if held:
+        if held:
+            try:
                 fcntl.fcntl(self._fd, F_SETLEASE, fcntl.F_WRLCK)
                 # No SIGIO when the lease breaks: that is expected, and ``waiting`` asks.
                 fcntl.fcntl(self._fd, fcntl.F_SETOWN, 0)
-            else:
-                self._write(data)
-        except BaseException:
-            self.close()
-            raise
+            except BaseException:
+                self.close()
+                raise
 
     def path_fd(self) -> int:
         """A new ``O_PATH`` fd of the file for bwrap's ``--ro-bind-fd`` (the caller's to
@@ -192,9 +291,7 @@ class CodeFile:
 
     def _write(self, data: bytes) -> None:
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self._fd, view) :]
+            _write_all(self._fd, data)
         except OSError as exc:
             raise SandboxError(
                 f"cannot write the sandbox's code file: {exc.strerror}; free space in "

@@ -13,7 +13,10 @@ record's flag ``FLAG_LEFT_OUT`` (1) says some files were left out.
 
 ``encode_files`` checks the caller's files and raises; ``decode_files`` reads what the
 in-sandbox init wrote, which the sandboxed program may have disturbed (it can kill the
-init mid-stream), so it never raises on any input and keeps only what is sound.
+init mid-stream), so it never raises on any input, keeps only what is sound, and keeps
+no more files than asked: the init stops at ``Limits.files_out_count`` files, and the
+host holds it to that whatever the stream says.  ``stream_cap`` is the most bytes a
+stream of files within both caps can take, the cap of the pipe that carries it.
 ``check_fits_tmpfs`` tells, before anything runs, whether the input files fit on the
 working directory's tmpfs, in the units the tmpfs counts.
 """
@@ -32,11 +35,13 @@ __all__ = [
     "MAX_COMPONENT_BYTES",
     "MAX_NAME_BYTES",
     "MODE_EXECUTABLE",
+    "RECORD_ROOM",
     "FileValue",
     "check_fits_tmpfs",
     "decode_files",
     "encode_files",
     "name_problem",
+    "stream_cap",
     "tmpfs_footprint",
     "tmpfs_inodes",
 ]
@@ -49,6 +54,11 @@ MODE_EXECUTABLE = 1
 MAX_NAME_BYTES = 4096
 #: Longest component of a name, in bytes of UTF-8 (Linux's ``NAME_MAX``).
 MAX_COMPONENT_BYTES = 255
+
+#: Bytes of a file stream's room per file for its record's header (14 bytes) and name:
+#: names of 242 bytes on average fit.  A stream of longer names is cut at
+#: ``stream_cap`` (the last files are lost, ``files_truncated`` says so).
+RECORD_ROOM = 256
 
 _FILE_TAG = b"F"
 _END_TAG = b"E"
@@ -167,23 +177,32 @@ def _decoded_name(raw: memoryview) -> str | None:
     return name if name_problem(name) is None else None
 
 
-def decode_files(stream: bytes) -> tuple[dict[str, bytes], frozenset[str], bool]:
-    """The files in a record stream, the names of those that are executable, and whether
-    any were left out or lost.
+def stream_cap(files_out: int, files_out_count: int) -> int:
+    """Bytes of a stream of at most ``files_out_count`` files of ``files_out`` bytes in
+    all, each name in ``RECORD_ROOM``, and its end record."""
+    return files_out + files_out_count * RECORD_ROOM + 2
 
-    The last value is true when the end record says files were left out, and also when
-    the stream is not sound: it stops early or mid-record, a record has an unknown tag,
-    unknown mode bits or sizes past the end, the end record has unknown flag bits or
-    bytes follow it, or a name is not valid UTF-8 or not fit (see ``name_problem``; such
-    a file is skipped).  Every complete record before the first fault is kept.  When a
-    name comes twice, the last record wins, mode included.  The executable names are
-    always names of the files returned.  Linear in the stream's length; never raises
-    for bytes, bytearray or any other C-contiguous buffer.
+
+def decode_files(stream: bytes, max_files: int) -> tuple[dict[str, bytes], frozenset[str], bool]:
+    """The files in a record stream, at most ``max_files`` (>= 1) of them, the names of
+    those that are executable, and whether any were left out or lost.
+
+    The last value is true when the end record says files were left out, when a record
+    follows the ``max_files``-th (it and the rest are dropped), and also when the stream
+    is not sound: it stops early or mid-record, a record has an unknown tag, unknown
+    mode bits or sizes past the end, the end record has unknown flag bits or bytes
+    follow it, or a name is not valid UTF-8 or not fit (see ``name_problem``; such a
+    file is skipped).  Every complete record before the first fault is kept.  When a
+    name comes twice, the last record wins, mode included (each record counts towards
+    ``max_files``).  The executable names are always names of the files returned.
+    Linear in the stream's length, and never more files than ``max_files`` however short
+    their records; never raises for bytes, bytearray or any other C-contiguous buffer.
     """
     view = memoryview(stream).cast("B")
     files: dict[str, bytes] = {}
     executables: set[str] = set()
     lost = False
+    records = 0
     position = 0
     end = len(view)
     while position < end:
@@ -193,8 +212,9 @@ def decode_files(stream: bytes) -> tuple[dict[str, bytes], frozenset[str], bool]
             if len(flags) < 1 or position + 2 != end or flags[0] & ~FLAG_LEFT_OUT:
                 return files, frozenset(executables), True
             return files, frozenset(executables), lost or bool(flags[0] & FLAG_LEFT_OUT)
-        if tag != _FILE_TAG or end - position < 2 + _NAME_LEN.size:
+        if tag != _FILE_TAG or end - position < 2 + _NAME_LEN.size or records >= max_files:
             break
+        records += 1
         mode = view[position + 1]
         if mode & ~MODE_EXECUTABLE:
             break

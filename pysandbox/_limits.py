@@ -54,6 +54,7 @@ _INT_FIELDS = (
     "open_files",
     "disk",
     "files_out",
+    "files_out_count",
 )
 
 
@@ -141,6 +142,13 @@ class Limits:
     #: Bytes of file content returned in ``Result.files``; files past it are left out
     #: and ``Result.files_truncated`` is set.
     files_out: int = 16 * 2**20
+    #: Files returned in ``Result.files``; the files past it are left out and
+    #: ``Result.files_truncated`` is set.  Bounds what one result costs the caller
+    #: however small the files: a million empty files (or hard links of one) cost no
+    #: byte of ``files_out`` but a million entries.  The default is the most non-empty
+    #: files the default ``disk`` holds (64 MiB in 4 KiB pages), so a build directory
+    #: that fits the default disk comes back whole.
+    files_out_count: int = 16384
 
     def __post_init__(self) -> None:
         """Check every field; store times as float and counts as plain int."""

@@ -137,6 +137,9 @@ LIMIT_OPTIONS = (
     _size("--disk", "disk", "size of the writable /sandbox"),
     _size("--files-out", "files_out", "bytes of output files returned"),
     LimitOption(
+        "--files-out-count", "files_out_count", parse_count(1), "N", "output files returned"
+    ),
+    LimitOption(
         "--processes", "processes", parse_count(MIN_PROCESSES), "N", "processes and threads"
     ),
     LimitOption(

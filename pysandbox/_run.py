@@ -12,7 +12,7 @@ from ._bwrap import MAIN_NAME, MAIN_PATH, WORKDIR
 from ._classify import classify
 from ._errors import SandboxError
 from ._file import File
-from ._files import check_fits_tmpfs, decode_files, encode_files
+from ._files import check_fits_tmpfs, decode_files, encode_files, stream_cap
 from ._launch import CancelEvent, Facts, FdLayout, Plan, launch
 from ._limits import Limits
 from ._types import Result
@@ -32,9 +32,6 @@ __all__ = [
     "run",
     "run_python",
 ]
-
-#: Room in the files stream for the record headers and names, beyond the contents.
-FILES_OVERHEAD = 4 * 2**20
 
 #: What ``stdin`` may be: data, a callback for interactive programs, or None (closed).
 Stdin = Union[bytes, str, Callable[[bytes], Union[bytes, str, None]], None]
@@ -256,6 +253,7 @@ def build_plan(
     files_fd = layout.payloads[0] if files_stream is not None else None
     init_options = ["--files-out-fd", str(layout.captures[0])]
     init_options += ["--files-dir", WORKDIR, "--files-max", str(limits.files_out)]
+    init_options += ["--files-count", str(limits.files_out_count)]
     if files_fd is not None:
         init_options += ["--files-in-fd", str(files_fd)]
     if code is not None:
@@ -270,7 +268,7 @@ def build_plan(
         code_path=None if code is None else MAIN_PATH,
         code_mode=_bwrap.MAIN_MODE,
         payloads=payloads,
-        capture_caps=[limits.files_out + FILES_OVERHEAD],
+        capture_caps=[stream_cap(limits.files_out, limits.files_out_count)],
         rlimits=limits.rlimits(),
         processes=limits.processes,
         memory_total=limits.memory + limits.disk,
@@ -294,7 +292,7 @@ def _result(facts: Facts, limits: Limits) -> Result:
     stdout, stderr = raw["stdout"], raw["stderr"]
     assert isinstance(stdout, bytes) and isinstance(stderr, bytes)
     max_rss = facts.init.max_rss if facts.init is not None else raw["max_rss"]
-    files, executables, files_left_out = decode_files(facts.captures[0])
+    files, executables, files_left_out = decode_files(facts.captures[0], limits.files_out_count)
     try:
         status, returncode, signal = classify(
             timed_out=raw["timed_out"],

@@ -74,5 +74,8 @@ def describe_parts(result: Result, limits: Limits) -> list[str]:
         if result.stderr_truncated:
             parts.append(f"stderr truncated at {size_text(limits.stderr)}")
     if result.files_truncated and result.status not in LIMIT_STATUSES - {Status.MEMORY_EXCEEDED}:
-        parts.append(f"output files left out (limit {size_text(limits.files_out)})")
+        if len(result.files) >= limits.files_out_count:
+            parts.append(f"output files left out (limit {limits.files_out_count} files)")
+        else:
+            parts.append(f"output files left out (limit {size_text(limits.files_out)})")
     return parts

@@ -36,6 +36,8 @@ _FIELD_TYPES: dict[str, type] = {
 #: How a string becomes the value of each field but ``truncate_output``: the parsers of
 #: the command line's options, so ``"256M"`` and ``"500ms"`` mean the same everywhere.
 _PARSERS = {option.field: option.parse for option in LIMIT_OPTIONS}
+#: The fields that are counts, not sizes.
+_COUNTS = {option.field for option in LIMIT_OPTIONS if option.metavar == "N"}
 _INI_PREFIX = "sandbox_"
 #: How long a title's program or code may be before it is cut.
 _TITLE_WIDTH = 60
@@ -234,7 +236,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     """One ini option per field of ``Limits``: ``sandbox_cpu_time = 0.5`` and so on."""
     for name, kind in _FIELD_TYPES.items():
         unit = {float: "seconds, or 500ms", int: "bytes, or 256M", bool: "true or false"}[kind]
-        if name in ("processes", "open_files"):
+        if name in _COUNTS:
             unit = "a whole number"
         parser.addini(
             _INI_PREFIX + name,

@@ -5,7 +5,7 @@
  *
  *   _init [--drop UID:GID] [--lifeline-fd N] [--report-fd N]
  *         [--files-in-fd N] [--files-out-fd N] [--files-dir DIR]
- *         [--files-max BYTES] [--skip NAME] -- PROGRAM ARGS...
+ *         [--files-max BYTES] [--files-count N] [--skip NAME] -- PROGRAM ARGS...
  *
  * --drop     become UID:GID with no supplementary groups, empty capability
  *            sets and bounding set (a root caller's sandbox, which bwrap runs
@@ -21,12 +21,22 @@
  *            as a child, and when it exits kill whatever it left running,
  *            report the raw wait status and the CPU and memory the whole tree
  *            used on --report-fd, stream the regular files of DIR to
- *            --files-out-fd, and exit as PROGRAM did (128 + signal if killed).
+ *            --files-out-fd (at most N files and BYTES of content: the rest
+ *            are left out, and the walk stops at the (N+1)-th file), and exit
+ *            as PROGRAM did (128 + signal if killed).
  *
  * bwrap runs it as pid 1 of the sandbox's pid namespace (--as-pid-1): the
  * program cannot signal it, every orphan is reparented to it, and once it
  * exits the kernel has ended every process of the sandbox, so nothing
  * outlives bwrap.  The program runs as pid 2, as in a plain bwrap sandbox.
+ *
+ * Its kill(-1, SIGKILL) ends every process it may signal, which is the
+ * sandbox only where pysandbox launched it: so it refuses to do anything
+ * (a message on stderr, exit status 2) unless it is pid 1 of its pid
+ * namespace and holds what only pysandbox's launch hands it, the read end of
+ * the lifeline pipe and a writable report fd, both above the standard
+ * streams.  Started by hand on a host, or as a container's entrypoint, it
+ * touches nothing.
  *
  * Always sets no_new_privs, so no setuid binary or file capability can give
  * the code more than it has.  File streams are records
@@ -73,6 +83,7 @@ struct options {
     int files_out_fd;
     const char *files_dir;
     unsigned long long files_max;
+    unsigned long long files_count;
     const char *skip;
     char **program;
 };
@@ -114,6 +125,20 @@ static int parse_fd(const char *text)
     return (int)value;
 }
 
+/* parse_count: a whole number of bytes or files; dies unless it is all digits. */
+static unsigned long long parse_count(const char *text)
+{
+    char *end;
+    unsigned long long value;
+    errno = 0;
+    value = strtoull(text, &end, 10);
+    if (*text < '0' || *text > '9' || *end != '\0' || errno != 0) {
+        errno = EINVAL;
+        die("bad count", text);
+    }
+    return value;
+}
+
 /* parse_options: argv into *opt; exits 127 on a malformed command line. */
 static void parse_options(int argc, char **argv, struct options *opt)
 {
@@ -151,7 +176,9 @@ static void parse_options(int argc, char **argv, struct options *opt)
         } else if (strcmp(arg, "--files-dir") == 0) {
             opt->files_dir = value;
         } else if (strcmp(arg, "--files-max") == 0) {
-            opt->files_max = strtoull(value, NULL, 10);
+            opt->files_max = parse_count(value);
+        } else if (strcmp(arg, "--files-count") == 0) {
+            opt->files_count = parse_count(value);
         } else if (strcmp(arg, "--skip") == 0) {
             opt->skip = value;
         } else {
@@ -163,6 +190,55 @@ static void parse_options(int argc, char **argv, struct options *opt)
         errno = EINVAL;
         die("no program to run", NULL);
     }
+}
+
+/*
+ * refuse: the init was not launched by pysandbox: say why on stderr and exit
+ * 2, having changed nothing (no signal sent, no fd written).
+ */
+static void refuse(const char *why)
+{
+    fprintf(stderr,
+            "pysandbox-init: refusing to run: %s.  This is pysandbox's init, which "
+            "pysandbox starts as pid 1 inside each sandbox (it kills every process "
+            "it may signal); run programs with `pysandbox run` instead\n",
+            why);
+    _exit(2);
+}
+
+/*
+ * open_mode: the access mode (O_RDONLY, O_WRONLY or O_RDWR) of fd, and in
+ * *type its file type (the S_IFMT bits); -1 unless fd is open and above the
+ * standard streams.  fstat and fcntl only: nothing is read or written.
+ */
+static int open_mode(int fd, mode_t *type)
+{
+    struct stat st;
+    int flags;
+    if (fd <= STDERR_FILENO || fstat(fd, &st) != 0 || (flags = fcntl(fd, F_GETFL)) < 0)
+        return -1;
+    *type = st.st_mode & S_IFMT;
+    return flags & O_ACCMODE;
+}
+
+/*
+ * check_launched: refuse unless this process holds what pysandbox's launch
+ * hands the init (see the top of this file); getpid() == 1 was checked first.
+ * The lifeline must be a pipe's read end, never read-write (that would be a
+ * writer of its own and never see EOF): the caller keeps the only write end.
+ * The report fd may be any writable file (a benchmark sends it to one).
+ */
+static void check_launched(const struct options *opt)
+{
+    mode_t type = 0;
+    int report_mode;
+    if (opt->lifeline_fd < 0 || opt->report_fd < 0)
+        refuse("it was not given --lifeline-fd and --report-fd");
+    if (open_mode(opt->lifeline_fd, &type) != O_RDONLY || type != S_IFIFO)
+        refuse("--lifeline-fd is not the read end of a pipe above fd 2");
+    report_mode = open_mode(opt->report_fd, &type);
+    if (report_mode != O_WRONLY && report_mode != O_RDWR)
+        refuse("--report-fd is not open for writing above fd 2");
 }
 
 /*
@@ -304,18 +380,23 @@ static void unpack_files(int in_fd, int dir_fd)
     close(in_fd);
 }
 
-/* Where the files of the working directory go, and how much may. */
+/* Where the files of the working directory go, and how much may: `left`
+ * bytes of content and `files_left` files; `full` once a file found no room
+ * in the count, which ends the walk. */
 struct collector {
     int out_fd;
     unsigned long long left;
+    unsigned long long files_left;
     int left_out;
+    int full;
     char path[MAX_NAME + 1];
 };
 
 /*
  * emit_file: append one record for the regular file open on fd, whose fstat
  * is *st: its mode byte says whether the owner may execute it, read from the
- * open file, never again through its path.
+ * open file, never again through its path.  A file past the count is left
+ * out and makes the collector full.
  */
 static void emit_file(struct collector *c, int fd, const struct stat *st)
 {
@@ -323,6 +404,11 @@ static void emit_file(struct collector *c, int fd, const struct stat *st)
     unsigned char header[1 + 1 + 4 + 8];
     char *data;
     int i;
+    if (c->files_left == 0) {
+        c->left_out = 1;
+        c->full = 1;
+        return;
+    }
     if ((unsigned long long)st->st_size > c->left) {
         c->left_out = 1;
         return;
@@ -350,13 +436,16 @@ static void emit_file(struct collector *c, int fd, const struct stat *st)
         write_all(c->out_fd, header + 6, 8) != 0 || write_all(c->out_fd, data, got) != 0)
         c->left_out = 1;
     c->left -= got;
+    c->files_left--;
     free(data);
 }
 
 /*
  * collect_dir: stream the regular files under dir_fd (whose relative path is
  * c->path, "" at the top), depth first, never following a symlink and never
- * opening anything but a regular file or a directory.  Takes dir_fd.
+ * opening anything but a regular file or a directory; stops as soon as the
+ * collector is full, so a million files cost the walk no more than the count.
+ * Takes dir_fd.
  */
 static void collect_dir(struct collector *c, int dir_fd, const char *skip, int depth)
 {
@@ -368,7 +457,7 @@ static void collect_dir(struct collector *c, int dir_fd, const char *skip, int d
         c->left_out = 1;
         return;
     }
-    while ((entry = readdir(dir)) != NULL) {
+    while (!c->full && (entry = readdir(dir)) != NULL) {
         struct stat st;
         int fd;
         if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0)
@@ -410,6 +499,7 @@ static void collect_files(const struct options *opt)
         return;
     c->out_fd = opt->files_out_fd;
     c->left = opt->files_max;
+    c->files_left = opt->files_count;
     dir_fd = open(opt->files_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dir_fd >= 0)
         collect_dir(c, dir_fd, opt->skip, 0);
@@ -567,7 +657,10 @@ static int supervise(const struct options *opt)
 int main(int argc, char **argv)
 {
     struct options opt;
+    if (getpid() != 1)
+        refuse("it is not pid 1 of a pid namespace");
     parse_options(argc, argv, &opt);
+    check_launched(&opt);
     failure_report_fd = opt.report_fd;
     /* Close-on-exec at once, so that the program never holds the lifeline;
      * and a number that is not an open fd is refused. */

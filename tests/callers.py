@@ -232,6 +232,13 @@ class Caller:
         callers of distinct uids for a non-root caller (whose cap is per uid)."""
         raise NotImplementedError
 
+    def run_script(self, script: str, *, timeout: float) -> Any:
+        """The JSON that ``script`` prints last, run in a fresh process of this caller
+        (its uid, its interpreter), for what only a process of its own can measure
+        (its memory).  ``sys.argv[1]`` is the directory to put first on ``sys.path`` to
+        import this caller's pysandbox.  Fails the test if the script fails."""
+        raise NotImplementedError
+
 
 class InProcessCaller(Caller):
     """The test process calls the API itself."""
@@ -259,6 +266,17 @@ class InProcessCaller(Caller):
         if not self.is_root:
             pytest.skip("sandboxes of one non-root uid share its process count (README)")
         return [self] * count
+
+    def run_script(self, script: str, *, timeout: float) -> Any:
+        out = subprocess.run(
+            [self.python, "-I", "-c", script, str(self.package.parent)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 class DriverCaller(Caller):
@@ -293,6 +311,10 @@ class DriverCaller(Caller):
             DriverCaller(self._installation, self._first_peer + i, self._first_peer)
             for i in range(count)
         ]
+
+    def run_script(self, script: str, *, timeout: float) -> Any:
+        out = self._subprocess(script, input_text="", pass_fds=(), timeout=timeout)
+        return json.loads(out.stdout.strip().splitlines()[-1])
 
     def _subprocess(
         self,

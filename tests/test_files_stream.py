@@ -22,6 +22,8 @@ from pysandbox._files import (
 pytestmark = pytest.mark.no_bwrap
 
 END = b"E\x00"
+#: A cap on the count of files that no stream of these tests reaches.
+MANY = 10**6
 
 
 def record(
@@ -41,7 +43,7 @@ def record(
 
 def decoded(stream: bytes) -> tuple[dict[str, bytes], bool]:
     """``decode_files`` of a stream that has no executable file: the files and the flag."""
-    files, executables, lost = decode_files(stream)
+    files, executables, lost = decode_files(stream, MANY)
     assert executables == frozenset()
     return files, lost
 
@@ -209,7 +211,7 @@ def test_a_file_that_is_not_executable_encodes_as_its_bytes() -> None:
 def test_modes_round_trip() -> None:
     files = {"run.sh": File(b"#!/bin/sh\n", executable=True), "data": b"d", "bin/x": File(b"")}
     files["bin/y"] = File(b"\x7fELF", executable=True)
-    decoded_files, executables, lost = decode_files(encode_files(files))
+    decoded_files, executables, lost = decode_files(encode_files(files), MANY)
     assert decoded_files == {
         "run.sh": b"#!/bin/sh\n",
         "data": b"d",
@@ -222,7 +224,7 @@ def test_modes_round_trip() -> None:
 @pytest.mark.parametrize("mode", [2, 3, 0x04, 0x08, 0x80, 0xFF])
 def test_unknown_mode_bits_stop_the_stream(mode: int) -> None:
     stream = record(b"a", b"1", mode=1) + record(b"b", b"2", mode=mode) + record(b"c", b"3") + END
-    assert decode_files(stream) == ({"a": b"1"}, frozenset({"a"}), True)
+    assert decode_files(stream, MANY) == ({"a": b"1"}, frozenset({"a"}), True)
 
 
 @pytest.mark.parametrize(
@@ -232,21 +234,21 @@ def test_a_name_that_comes_twice_takes_the_last_mode(
     first: int, last: int, executable: bool
 ) -> None:
     stream = record(b"a", b"1", mode=first) + record(b"a", b"2", mode=last) + END
-    files, executables, lost = decode_files(stream)
+    files, executables, lost = decode_files(stream, MANY)
     assert files == {"a": b"2"} and ("a" in executables) is executable and lost is False
 
 
 def test_a_skipped_name_is_never_executable() -> None:
     stream = record(b"../evil", b"x", mode=1) + record(b"ok", b"y", mode=1) + END
-    assert decode_files(stream) == ({"ok": b"y"}, frozenset({"ok"}), True)
+    assert decode_files(stream, MANY) == ({"ok": b"y"}, frozenset({"ok"}), True)
 
 
 def test_executables_truncated_at_every_offset_are_complete_records_only() -> None:
     stream = encode_files({"x": File(b"12", executable=True), "y": b"3", "z": File(b"4", True)})
     for cut in range(len(stream)):
-        files, executables, lost = decode_files(stream[:cut])
+        files, executables, lost = decode_files(stream[:cut], MANY)
         assert executables <= files.keys() and lost is True, cut
-    assert decode_files(stream) == ({"x": b"12", "y": b"3", "z": b"4"}, {"x", "z"}, False)
+    assert decode_files(stream, MANY) == ({"x": b"12", "y": b"3", "z": b"4"}, {"x", "z"}, False)
 
 
 # --- decoding hostile streams --------------------------------------------------------
@@ -361,6 +363,30 @@ def test_many_tiny_records_decode_in_linear_time() -> None:
     assert time.monotonic() - started < 20
 
 
+@pytest.mark.parametrize("cap", [1, 2, 5])
+def test_no_more_files_than_the_cap_whatever_the_stream_says(cap: int) -> None:
+    """The init stops at the cap, but a program that kills it mid-stream and writes
+    the pipe itself could send more: the host keeps the first ``cap`` records and says
+    the rest were lost; exactly ``cap`` files are no loss."""
+    names = [f"f{i}".encode() for i in range(cap + 3)]
+    stream = b"".join(record(name, b"") for name in names) + END
+    files, _, lost = decode_files(stream, cap)
+    assert files == {name.decode(): b"" for name in names[:cap]} and lost is True
+    exact = b"".join(record(name, b"") for name in names[:cap]) + END
+    assert decode_files(exact, cap) == ({name.decode(): b"" for name in names[:cap]}, set(), False)
+
+
+def test_a_name_that_comes_twice_counts_twice() -> None:
+    stream = record(b"a", b"1") + record(b"a", b"2") + record(b"b", b"3") + END
+    assert decode_files(stream, 2) == ({"a": b"2"}, frozenset(), True)
+
+
+def test_a_million_empty_records_keep_only_the_cap() -> None:
+    stream = b"".join(record(b"%x" % i, b"") for i in range(1_000_000)) + END
+    files, _, lost = decode_files(stream, 16384)
+    assert len(files) == 16384 and lost is True
+
+
 def test_one_huge_file_is_read_once() -> None:
     data = b"\x5a" * (64 * 2**20)
     files, truncated = decoded(record(b"big", data) + END)
@@ -381,12 +407,12 @@ def test_random_damage_never_raises() -> None:
                 del damaged[position : position + rng.randint(1, 8)]
             else:
                 damaged[position:position] = rng.randbytes(rng.randint(1, 8))
-        files, executables, truncated = decode_files(bytes(damaged))
+        files, executables, truncated = decode_files(bytes(damaged), MANY)
         assert isinstance(truncated, bool) and executables <= files.keys()
         for name, data in files.items():
             assert name_problem(name) is None and type(data) is bytes
     for _ in range(3000):
         noise = rng.randbytes(rng.randint(0, 64))
-        files, executables, truncated = decode_files(rng.choice([b"F", b"E", b""]) + noise)
+        files, executables, truncated = decode_files(rng.choice([b"F", b"E", b""]) + noise, MANY)
         assert executables <= files.keys()
         assert all(name_problem(name) is None for name in files)

@@ -20,7 +20,7 @@ FULL = Job(
     args=("a", "b"),
     stdin=b"\xff\x00in",
     files={"data/in.bin": b"\x00\xfe", "run.sh": File(b"#!/bin/sh\n", executable=True)},
-    limits=Limits(wall_time=2.5, memory=128 * 2**20, truncate_output=True),
+    limits=Limits(wall_time=2.5, memory=128 * 2**20, truncate_output=True, files_out_count=9),
     env={"LANG": "C.UTF-8"},
     readable=("/usr/share",),
 )
@@ -52,7 +52,12 @@ def test_json_round_trip_of_every_field() -> None:
             "data/in.bin": {"data": "AP4=", "encoding": "base64", "executable": False},
             "run.sh": {"data": "#!/bin/sh\n", "encoding": "utf-8", "executable": True},
         },
-        "limits": {"wall_time": 2.5, "memory": 128 * 2**20, "truncate_output": True},
+        "limits": {
+            "wall_time": 2.5,
+            "memory": 128 * 2**20,
+            "truncate_output": True,
+            "files_out_count": 9,
+        },
         "env": {"LANG": "C.UTF-8"},
         "readable": ["/usr/share"],
     }
@@ -102,6 +107,8 @@ def test_limits_take_units_as_the_command_line_does() -> None:
             "files['a'].executable",
         ),
         ({"python": "1", "limits": {"memory": 0}}, "limits.memory"),
+        ({"python": "1", "limits": {"files_out_count": 0}}, "limits.files_out_count"),
+        ({"python": "1", "limits": {"files_out_count": "1K"}}, "limits.files_out_count"),
         ({"python": "1", "limits": {"memory": "256MB"}}, "limits.memory"),
         ({"python": "1", "limits": {"wall_time": "-1"}}, "limits.wall_time"),
         ({"python": "1", "limits": {"speed": 3}}, "limits.speed"),

@@ -22,6 +22,7 @@ INT_FIELDS = [
     "open_files",
     "disk",
     "files_out",
+    "files_out_count",
 ]
 SECONDS_FIELDS = ["wall_time", "cpu_time"]
 #: The smallest value of each int field that has one above 1.
@@ -51,6 +52,7 @@ def test_fields_and_defaults_are_the_spec() -> None:
         "open_files": 256,
         "disk": 64 * 2**20,
         "files_out": 16 * 2**20,
+        "files_out_count": 16384,
     }
     Limits()  # the defaults pass their own checks
 

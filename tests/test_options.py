@@ -72,6 +72,7 @@ def test_every_option_sets_its_field_and_the_rest_keep_their_defaults() -> None:
         "--file-size=3K",
         "--disk=4M",
         "--files-out=5K",
+        "--files-out-count=100",
         "--processes=16",
         "--open-files=32",
         "--truncate-output",
@@ -85,6 +86,7 @@ def test_every_option_sets_its_field_and_the_rest_keep_their_defaults() -> None:
         file_size=3072,
         disk=4 * 2**20,
         files_out=5120,
+        files_out_count=100,
         processes=16,
         open_files=32,
         truncate_output=True,
@@ -140,6 +142,7 @@ def test_zero_or_negative_is_a_usage_error_never_unlimited(
         (["--processes", "2"], "at least 3"),
         (["--open-files", "14"], "at least 15"),
         (["--open-files", "lots"], "whole number"),
+        (["--files-out-count", "1K"], "whole number"),
     ],
 )
 def test_bad_values_are_usage_errors_naming_the_option(
@@ -154,6 +157,7 @@ def test_help_shows_the_defaults_with_units(capsys: pytest.CaptureFixture[str]) 
         _parser().parse_args(["--help"])
     out = capsys.readouterr().out
     assert "(default 1 s)" in out and "(default 256M)" in out and "(default 64)" in out
+    assert "--files-out-count N" in out and "(default 16384)" in out
 
 
 def test_options_fit_in_an_argument_group() -> None:

@@ -273,10 +273,12 @@ def _sandbox_pids() -> set[int]:
 
 
 def _code_files() -> list[str]:
-    directory = _codefile._directory
-    if directory is None:
-        return []
-    return [name for name in os.listdir(directory) if name != "owner"]
+    return [
+        name
+        for directory in _codefile._directories.values()
+        for name in os.listdir(directory)
+        if name != "owner"
+    ]
 
 
 def test_close_kills_and_reaps_the_waiting_sandboxes() -> None:
