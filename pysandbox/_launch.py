@@ -40,6 +40,7 @@ from ._confine import Confinement, confine
 from ._errors import Cancelled, SandboxError
 from ._lifeline import init_options as lifeline_options
 from ._lifeline import lifeline
+from ._readable import landlock_abi, open_readable
 
 __all__ = [
     "ALWAYS_RLIMITS",
@@ -118,9 +119,9 @@ class CancelEvent(Protocol):
 @dataclasses.dataclass(frozen=True)
 class FdLayout:
     """The fd numbers inside bwrap, as the C core maps them: ``pass_fds[i]`` becomes
-    ``3 + i`` (the syscall filter first, the lifeline's read end, then the payloads), and
-    the capture pipes follow (bwrap's status, the init's report, then the API's own
-    captures)."""
+    ``3 + i`` (the syscall filter first, the lifeline's read end, the payloads, the code
+    file, then the readable paths), and the capture pipes follow (bwrap's status, the
+    init's report, then the API's own captures)."""
 
     #: The fds of the API's payloads (input files, a moved ``pyvenv.cfg``), in order.
     payloads: tuple[int, ...]
@@ -132,18 +133,26 @@ class FdLayout:
     report: int
     #: The fds of the API's own capture pipes, in the order given.
     captures: tuple[int, ...]
+    #: The readable paths' (``--ro-bind-fd``), after the code file, in ``Plan.readable``'s
+    #: order.
+    binds: tuple[int, ...] = ()
 
     @classmethod
-    def of(cls, *, payloads: int = 0, captures: int = 0, code: bool = False) -> FdLayout:
-        """The layout for that many payloads and API captures, and a code file or not."""
+    def of(
+        cls, *, payloads: int = 0, captures: int = 0, code: bool = False, binds: int = 0
+    ) -> FdLayout:
+        """The layout for that many payloads, API captures and readable paths, and a code
+        file or not."""
         code_fd = FIRST_PAYLOAD_FD + payloads
-        status = code_fd + int(code)
+        first_bind = code_fd + int(code)
+        status = first_bind + binds
         return cls(
             payloads=tuple(range(FIRST_PAYLOAD_FD, code_fd)),
             code=code_fd if code else None,
             status=status,
             report=status + 1,
             captures=tuple(range(status + 2, status + 2 + captures)),
+            binds=tuple(range(first_bind, status)),
         )
 
 
@@ -193,6 +202,12 @@ class Plan:
     code_mode: int = 0o444
     #: The code; None for a plan whose sandbox starts before its code exists (warm).
     code: bytes | None = None
+    #: Host paths bound read-only at the same path, each from the fd on ``layout.binds``
+    #: that the launch opens (``_readable.open_readable``); checked by ``check_readable``.
+    readable: Sequence[str] = ()
+    #: The API's own writable places inside the sandbox (a tmpfs), beside the devices and
+    #: ``/proc``: the only places the program may write when the kernel has Landlock.
+    writable: Sequence[str] = ()
 
     def start_key(self) -> tuple[object, ...]:
         """What its sandbox is made of before the code runs: two plans with the same key
@@ -212,6 +227,8 @@ class Plan:
             self.moved,
             self.code_path,
             self.code_mode,
+            tuple(self.readable),
+            tuple(self.writable),
         )
 
 
@@ -385,20 +402,23 @@ def _write_memfd(data: bytes) -> int:
     return fd
 
 
-def _pass_fds(
-    payloads: Sequence[bytes], lifeline_read: int, code_file: CodeFile | None
-) -> list[int]:
+def _pass_fds(plan: Plan, lifeline_read: int, code_file: CodeFile | None) -> list[int]:
     """The fds for the C core's ``pass_fds`` (``_close_pass_fds`` closes them): the
     syscall filter in a memfd, the read end of the lifeline, each payload in a memfd,
-    then the code file's ``O_PATH`` fd."""
+    the code file's ``O_PATH`` fd, then each readable path's, opened and checked once
+    (``open_readable``)."""
     fds: list[int] = []
     try:
         fds.append(_write_memfd(_bwrap.seccomp_program()))
         fds.append(lifeline_read)
-        for data in payloads:
+        for data in plan.payloads:
             fds.append(_write_memfd(data))
         if code_file is not None:
             fds.append(code_file.path_fd())
+        if plan.readable:
+            kernel_mounts = _bwrap.kernel_mount_points()
+            for path in plan.readable:
+                fds.append(open_readable(path, kernel_mounts))
     except BaseException:
         for fd in fds:
             if fd != lifeline_read:
@@ -412,6 +432,19 @@ def _code_options(plan: Plan) -> list[str]:
     if plan.code_path is None:
         return []
     return ["--ro-bind-fd", str(plan.layout.code), plan.code_path]
+
+
+def _landlock_options(plan: Plan) -> list[str]:
+    """The init's options that confine the program's writes to the sandbox's own places
+    (the API's, the device nodes, ``/proc``) with Landlock, when the kernel has it: then
+    no host file the sandbox shows, a FIFO below a readable path included, can be opened
+    for writing.  Without Landlock, ``check_readable`` refuses readable directories."""
+    if landlock_abi() < 1:
+        return []
+    options = []
+    for path in (*plan.writable, *_bwrap.DEVICES, "/proc"):
+        options += ["--landlock-write", path]
+    return options
 
 
 def command_line(plan: Plan) -> list[str]:
@@ -431,6 +464,7 @@ def command_line(plan: Plan) -> list[str]:
         "--report-fd",
         str(layout.report),
         *plan.init_options,
+        *_landlock_options(plan),
         "--",
         *plan.program,
     ]
@@ -518,6 +552,8 @@ def _set_up(plan: Plan, *, held: bool) -> _Setup:
         raise ValueError("the plan's payloads and captures do not match its fd layout")
     if (plan.code_path is None) != (plan.layout.code is None):
         raise ValueError("the plan's code path does not match its fd layout")
+    if len(plan.readable) != len(plan.layout.binds):
+        raise ValueError("the plan's readable paths do not match its fd layout")
     argv = command_line(plan)
     resources = contextlib.ExitStack()
     try:
@@ -529,7 +565,7 @@ def _set_up(plan: Plan, *, held: bool) -> _Setup:
         confinement = resources.enter_context(
             confine(processes=plan.processes, memory_total=plan.memory_total, rlimits=plan.rlimits)
         )
-        pass_fds = _pass_fds(plan.payloads, lifeline_read, code_file)
+        pass_fds = _pass_fds(plan, lifeline_read, code_file)
     except BaseException:
         resources.close()
         raise
