@@ -110,6 +110,14 @@ _USERNS_FIX = (
 )
 
 
+#: bwrap binds an fd's file by its path, then compares the mount with the fd: a readable
+#: path that another user replaced between the two is refused.
+_RACE_FIX = (
+    "a readable path was replaced while bubblewrap bound it, so it refused it; keep the "
+    "path's directories out of other users' hands"
+)
+
+
 class CancelEvent(Protocol):
     """What the C core asks each tick (``threading.Event`` fits)."""
 
@@ -359,7 +367,9 @@ def _setup_failure(raw: _sandbox.RawResult) -> SandboxError:
     words = words.strip() or "no message"
     status = os.waitstatus_to_exitcode(raw["wait_status"]) if raw["status_known"] else "lost"
     lowered = words.lower()
-    if "namespace" in lowered or "uid map" in lowered or "operation not permitted" in lowered:
+    if "race condition binding" in lowered:
+        fix = _RACE_FIX
+    elif "namespace" in lowered or "uid map" in lowered or "operation not permitted" in lowered:
         fix = _USERNS_FIX
     else:
         fix = "check that bubblewrap works on this host: `bwrap --ro-bind / / true`"

@@ -115,7 +115,7 @@ def check_readable(readable: object) -> list[str]:
             raise ValueError(f"readable path does not exist: {path!r}") from None
         if kernel_mounts is None:
             kernel_mounts = _bwrap.kernel_mount_points()
-        _check_resolved(path, os.path.realpath(path), kernel_mounts)
+        _check_resolved(path, _resolved(path), kernel_mounts)
         _check_kind(path, mode)
         paths.append(target)
     return paths
@@ -127,6 +127,15 @@ def _changed(path: str, source: str, what: str) -> SandboxError:
         f"readable path {path!r} changed while it was opened ({source}: {what}); it is "
         "bound only as it was checked: keep its directories out of other users' hands"
     )
+
+
+def _resolved(path: str) -> str:
+    """``os.path.realpath(path)``; ``SandboxError`` when a component changes under it (a
+    symlink that is a directory by the time it is read: ``readlink`` fails)."""
+    try:
+        return os.path.realpath(path)
+    except OSError as exc:
+        raise _changed(path, path, exc.strerror or "cannot be resolved") from None
 
 
 def _walk(path: str, source: str) -> int:
@@ -156,7 +165,7 @@ def open_readable(path: str, kernel_mounts: Sequence[str]) -> int:
     ``path`` resolved once, checked as ``check_readable`` checks it, opened without
     following any symlink, and its type read from the open file.  ``kernel_mounts`` are
     ``_bwrap.kernel_mount_points()``."""
-    source = os.path.realpath(path)
+    source = _resolved(path)
     _check_resolved(path, source, kernel_mounts)
     fd = _walk(path, source)
     try:
