@@ -337,11 +337,12 @@ def _check_readable_inert() -> Check:
             if os.read(reader, 64):
                 reached.append("the FIFO's reader got data")
     ok = write == "EACCES" and connect == "EACCES" and not reached
+    opened = "opened" if read == "done" else read
     detail = (
         f"Landlock ABI {abi}: a host FIFO opened for writing {write}, a host unix socket "
         f"connected {connect}, host side {'; '.join(reached) or 'reached by nothing'}; "
-        f"left open: a host FIFO opened for reading ({'opened' if read == 'done' else read}), which no Landlock ABI up "
-        "to 9 refuses"
+        f"left open: a host FIFO opened for reading ({opened}), which no Landlock ABI up to "
+        "9 refuses"
     )
     return Check(name, ok, detail, "report this: the program was not confined")
 
