@@ -329,6 +329,15 @@ _START_FIXES = {
 }
 
 
+#: How the init says it could not put the program in its Landlock domain (``init.c``).
+_LANDLOCK_STAGE = "restricting the program with Landlock"
+_LANDLOCK_FAILED = (
+    "the kernel refused the Landlock domain that keeps the program from writing to host "
+    "files, so the program did not run; `python -m pysandbox --selftest` shows what this "
+    "kernel offers"
+)
+
+
 def init_failure(report: bytes) -> SandboxError | None:
     """The error for the init's ``fail ERRNO WHY`` line (it could not start the
     program: unpacking the input files, forking, executing), or None."""
@@ -337,6 +346,8 @@ def init_failure(report: bytes) -> SandboxError | None:
         if len(fields) == 3 and fields[0] == b"fail" and fields[1].isdigit():
             why = fields[2].decode("utf-8", "replace")
             fix = _START_FIXES.get(int(fields[1]), "see the cause above")
+            if why.startswith(_LANDLOCK_STAGE):
+                fix = _LANDLOCK_FAILED
             return SandboxError(f"the sandbox could not start the program: {why}; {fix}")
     return None
 

@@ -453,3 +453,21 @@ def test_a_readable_fifo_opened_for_reading_is_the_documented_gap(trap: Trap) ->
     assert result.stdout.strip() == b"opened", (
         "reading a host FIFO is refused now: update the README's security model"
     )
+
+
+def test_the_program_never_runs_unconfined_when_landlock_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fail closed: when the init cannot build the Landlock domain it was told to (here a
+    writable place that does not exist in the sandbox), the program does not run and the
+    call raises ``SandboxError`` naming the cause."""
+    from pysandbox import SandboxError, _launch, run
+
+    real = _launch._landlock_options
+
+    def broken(plan: _launch.Plan) -> list[str]:
+        return [*real(plan), "--landlock-write", "/no/such/place"]
+
+    monkeypatch.setattr(_launch, "_landlock_options", broken)
+    with pytest.raises(SandboxError, match=r"Landlock.*did not run"):
+        run(["/bin/echo", "ran unconfined"])
