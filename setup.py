@@ -16,8 +16,9 @@ SOURCES = [
     "src/watchdog.c",
     "src/proctree.c",
     "src/seccomp_filter.c",
+    "src/landlock.c",
 ]
-INIT_SOURCE = "src/init.c"
+INIT_SOURCES = ["src/init.c", "src/landlock.c"]
 CFLAGS = ["-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden"]
 # The watchdog is a POSIX thread (libpthread on C libraries before glibc 2.34).
 LDFLAGS: list[str] = ["-pthread"]
@@ -42,7 +43,9 @@ class BuildExtAndInit(build_ext):
         os.makedirs(package_dir, exist_ok=True)
         flags = [f for f in CFLAGS if f != "-fvisibility=hidden" and not f.startswith("-fsan")]
         objects = self.compiler.compile(
-            [INIT_SOURCE], output_dir=self.build_temp, extra_postargs=[*flags, "-O2"]
+            INIT_SOURCES,
+            output_dir=os.path.join(self.build_temp, "init"),
+            extra_postargs=[*flags, "-O2"],
         )
         try:
             self.compiler.link_executable(
@@ -60,7 +63,7 @@ setup(
         Extension(
             "pysandbox._sandbox",
             sources=SOURCES,
-            depends=["src/sandbox.h"],
+            depends=["src/sandbox.h", "src/landlock.h"],
             extra_compile_args=CFLAGS,
             extra_link_args=LDFLAGS,
             libraries=["seccomp"],

@@ -664,16 +664,17 @@ def eval_options(venv_config: tuple[str, int] | None = None) -> list[str]:
     return [*moved_config, "--perms", "0755", "--dir", CODE_DIR, "--chdir", CODE_DIR]
 
 
-def run_options(*, disk: int, readable: Sequence[str], env: Sequence[str]) -> list[str]:
-    """run's part of the command line: the extra read-only paths, a writable tmpfs of
-    ``disk`` bytes as the working directory ``WORKDIR`` (also ``HOME``; run_python's code
-    is bound at ``MAIN_PATH`` in it by ``_launch``), ``PATH`` and the ``--setenv``
-    options of ``env``."""
+def run_options(*, disk: int, readable: Sequence[tuple[int, str]], env: Sequence[str]) -> list[str]:
+    """run's part of the command line: the extra read-only paths, each ``(fd, path)``
+    bound from the file open on ``fd`` inside bwrap (``_readable.open_readable``), a
+    writable tmpfs of ``disk`` bytes as the working directory ``WORKDIR`` (also ``HOME``;
+    run_python's code is bound at ``MAIN_PATH`` in it by ``_launch``), ``PATH`` and the
+    ``--setenv`` options of ``env``."""
     options = []
-    for path in parent_dirs(readable):
+    for path in parent_dirs([path for _, path in readable]):
         options += ["--perms", "0755", "--dir", path]
-    for path in readable:
-        options += ["--ro-bind", path, path]
+    for fd, path in readable:
+        options += ["--ro-bind-fd", str(fd), path]
     options += ["--perms", "0777", "--size", str(disk), "--tmpfs", WORKDIR]
     options += ["--setenv", "PATH", SANDBOX_PATH, "--setenv", "HOME", WORKDIR, *env]
     return [*options, "--chdir", WORKDIR]

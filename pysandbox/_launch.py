@@ -40,6 +40,7 @@ from ._confine import Confinement, confine
 from ._errors import Cancelled, SandboxError
 from ._lifeline import init_options as lifeline_options
 from ._lifeline import lifeline
+from ._readable import landlock_abi, open_readable
 
 __all__ = [
     "ALWAYS_RLIMITS",
@@ -109,6 +110,14 @@ _USERNS_FIX = (
 )
 
 
+#: bwrap binds an fd's file by its path, then compares the mount with the fd: a readable
+#: path that another user replaced between the two is refused.
+_RACE_FIX = (
+    "a readable path was replaced while bubblewrap bound it, so it refused it; keep the "
+    "path's directories out of other users' hands"
+)
+
+
 class CancelEvent(Protocol):
     """What the C core asks each tick (``threading.Event`` fits)."""
 
@@ -118,9 +127,9 @@ class CancelEvent(Protocol):
 @dataclasses.dataclass(frozen=True)
 class FdLayout:
     """The fd numbers inside bwrap, as the C core maps them: ``pass_fds[i]`` becomes
-    ``3 + i`` (the syscall filter first, the lifeline's read end, then the payloads), and
-    the capture pipes follow (bwrap's status, the init's report, then the API's own
-    captures)."""
+    ``3 + i`` (the syscall filter first, the lifeline's read end, the payloads, the code
+    file, then the readable paths), and the capture pipes follow (bwrap's status, the
+    init's report, then the API's own captures)."""
 
     #: The fds of the API's payloads (input files, a moved ``pyvenv.cfg``), in order.
     payloads: tuple[int, ...]
@@ -132,18 +141,26 @@ class FdLayout:
     report: int
     #: The fds of the API's own capture pipes, in the order given.
     captures: tuple[int, ...]
+    #: The readable paths' (``--ro-bind-fd``), after the code file, in ``Plan.readable``'s
+    #: order.
+    binds: tuple[int, ...] = ()
 
     @classmethod
-    def of(cls, *, payloads: int = 0, captures: int = 0, code: bool = False) -> FdLayout:
-        """The layout for that many payloads and API captures, and a code file or not."""
+    def of(
+        cls, *, payloads: int = 0, captures: int = 0, code: bool = False, binds: int = 0
+    ) -> FdLayout:
+        """The layout for that many payloads, API captures and readable paths, and a code
+        file or not."""
         code_fd = FIRST_PAYLOAD_FD + payloads
-        status = code_fd + int(code)
+        first_bind = code_fd + int(code)
+        status = first_bind + binds
         return cls(
             payloads=tuple(range(FIRST_PAYLOAD_FD, code_fd)),
             code=code_fd if code else None,
             status=status,
             report=status + 1,
             captures=tuple(range(status + 2, status + 2 + captures)),
+            binds=tuple(range(first_bind, status)),
         )
 
 
@@ -193,6 +210,12 @@ class Plan:
     code_mode: int = 0o444
     #: The code; None for a plan whose sandbox starts before its code exists (warm).
     code: bytes | None = None
+    #: Host paths bound read-only at the same path, each from the fd on ``layout.binds``
+    #: that the launch opens (``_readable.open_readable``); checked by ``check_readable``.
+    readable: Sequence[str] = ()
+    #: The API's own writable places inside the sandbox (a tmpfs), beside the devices and
+    #: ``/proc``: the only places the program may write when the kernel has Landlock.
+    writable: Sequence[str] = ()
 
     def start_key(self) -> tuple[object, ...]:
         """What its sandbox is made of before the code runs: two plans with the same key
@@ -212,6 +235,8 @@ class Plan:
             self.moved,
             self.code_path,
             self.code_mode,
+            tuple(self.readable),
+            tuple(self.writable),
         )
 
 
@@ -304,6 +329,15 @@ _START_FIXES = {
 }
 
 
+#: How the init says it could not put the program in its Landlock domain (``init.c``).
+_LANDLOCK_STAGE = "restricting the program with Landlock"
+_LANDLOCK_FAILED = (
+    "the kernel refused the Landlock domain that keeps the program from writing to host "
+    "files, so the program did not run; `python -m pysandbox --selftest` shows what this "
+    "kernel offers"
+)
+
+
 def init_failure(report: bytes) -> SandboxError | None:
     """The error for the init's ``fail ERRNO WHY`` line (it could not start the
     program: unpacking the input files, forking, executing), or None."""
@@ -312,6 +346,8 @@ def init_failure(report: bytes) -> SandboxError | None:
         if len(fields) == 3 and fields[0] == b"fail" and fields[1].isdigit():
             why = fields[2].decode("utf-8", "replace")
             fix = _START_FIXES.get(int(fields[1]), "see the cause above")
+            if why.startswith(_LANDLOCK_STAGE):
+                fix = _LANDLOCK_FAILED
             return SandboxError(f"the sandbox could not start the program: {why}; {fix}")
     return None
 
@@ -342,7 +378,9 @@ def _setup_failure(raw: _sandbox.RawResult) -> SandboxError:
     words = words.strip() or "no message"
     status = os.waitstatus_to_exitcode(raw["wait_status"]) if raw["status_known"] else "lost"
     lowered = words.lower()
-    if "namespace" in lowered or "uid map" in lowered or "operation not permitted" in lowered:
+    if "race condition binding" in lowered:
+        fix = _RACE_FIX
+    elif "namespace" in lowered or "uid map" in lowered or "operation not permitted" in lowered:
         fix = _USERNS_FIX
     else:
         fix = "check that bubblewrap works on this host: `bwrap --ro-bind / / true`"
@@ -385,20 +423,23 @@ def _write_memfd(data: bytes) -> int:
     return fd
 
 
-def _pass_fds(
-    payloads: Sequence[bytes], lifeline_read: int, code_file: CodeFile | None
-) -> list[int]:
+def _pass_fds(plan: Plan, lifeline_read: int, code_file: CodeFile | None) -> list[int]:
     """The fds for the C core's ``pass_fds`` (``_close_pass_fds`` closes them): the
     syscall filter in a memfd, the read end of the lifeline, each payload in a memfd,
-    then the code file's ``O_PATH`` fd."""
+    the code file's ``O_PATH`` fd, then each readable path's, opened and checked once
+    (``open_readable``)."""
     fds: list[int] = []
     try:
         fds.append(_write_memfd(_bwrap.seccomp_program()))
         fds.append(lifeline_read)
-        for data in payloads:
+        for data in plan.payloads:
             fds.append(_write_memfd(data))
         if code_file is not None:
             fds.append(code_file.path_fd())
+        if plan.readable:
+            kernel_mounts = _bwrap.kernel_mount_points()
+            for path in plan.readable:
+                fds.append(open_readable(path, kernel_mounts))
     except BaseException:
         for fd in fds:
             if fd != lifeline_read:
@@ -412,6 +453,19 @@ def _code_options(plan: Plan) -> list[str]:
     if plan.code_path is None:
         return []
     return ["--ro-bind-fd", str(plan.layout.code), plan.code_path]
+
+
+def _landlock_options(plan: Plan) -> list[str]:
+    """The init's options that confine the program's writes to the sandbox's own places
+    (the API's, the device nodes, ``/proc``) with Landlock, when the kernel has it: then
+    no host file the sandbox shows, a FIFO below a readable path included, can be opened
+    for writing.  Without Landlock, ``check_readable`` refuses readable directories."""
+    if landlock_abi() < 1:
+        return []
+    options = []
+    for path in (*plan.writable, *_bwrap.DEVICES, "/proc"):
+        options += ["--landlock-write", path]
+    return options
 
 
 def command_line(plan: Plan) -> list[str]:
@@ -431,6 +485,7 @@ def command_line(plan: Plan) -> list[str]:
         "--report-fd",
         str(layout.report),
         *plan.init_options,
+        *_landlock_options(plan),
         "--",
         *plan.program,
     ]
@@ -518,6 +573,8 @@ def _set_up(plan: Plan, *, held: bool) -> _Setup:
         raise ValueError("the plan's payloads and captures do not match its fd layout")
     if (plan.code_path is None) != (plan.layout.code is None):
         raise ValueError("the plan's code path does not match its fd layout")
+    if len(plan.readable) != len(plan.layout.binds):
+        raise ValueError("the plan's readable paths do not match its fd layout")
     argv = command_line(plan)
     resources = contextlib.ExitStack()
     try:
@@ -529,7 +586,7 @@ def _set_up(plan: Plan, *, held: bool) -> _Setup:
         confinement = resources.enter_context(
             confine(processes=plan.processes, memory_total=plan.memory_total, rlimits=plan.rlimits)
         )
-        pass_fds = _pass_fds(plan.payloads, lifeline_read, code_file)
+        pass_fds = _pass_fds(plan, lifeline_read, code_file)
     except BaseException:
         resources.close()
         raise

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Optional, Union
 
@@ -15,6 +14,7 @@ from ._file import File
 from ._files import check_fits_tmpfs, decode_files, encode_files, stream_cap
 from ._launch import CancelEvent, Facts, FdLayout, Plan, launch
 from ._limits import Limits
+from ._readable import check_readable
 from ._types import Result
 
 __all__ = [
@@ -61,47 +61,6 @@ def check_argv(argv: object) -> list[str]:
     if not items[0]:
         raise ValueError("argv[0] must not be empty")
     return items
-
-
-def check_readable(readable: object) -> list[str]:
-    """The paths of ``readable``, normalised, each bound read-only at the same path.
-
-    Refused with a ``ValueError`` that names the path: one that is, contains or lies
-    inside ``/proc``, ``/sys``, ``/dev`` or a kernel filesystem mounted elsewhere (the
-    host's processes, devices and kernel state), checked on the path with its symlinks
-    resolved as the bind will follow them; and one that would cover the sandbox's own
-    mounts: ``/``, the working directory, the init's directory, ``/proc``, ``/sys``,
-    ``/dev``, and ``/home`` itself (``eval_in_sandbox``'s code directory; paths inside
-    ``/home`` are fine).
-    """
-    if isinstance(readable, (str, bytes)) or not isinstance(readable, Sequence):
-        raise TypeError(f"readable must be a sequence of paths, not {type(readable).__name__}")
-    own_trees = (*_bwrap.KERNEL_DIRS, WORKDIR, os.path.dirname(_bwrap.INIT_PATH))
-    kernel_mounts: list[str] | None = None
-    paths = []
-    for path in readable:
-        if not isinstance(path, str):
-            raise TypeError(f"readable items must be str, not {type(path).__name__}")
-        if "\0" in path or not os.path.isabs(path):
-            raise ValueError(f"readable paths must be absolute: {path!r}")
-        target = os.path.normpath(path)
-        for tree in own_trees:
-            if _bwrap.overlaps(target, tree):
-                raise ValueError(f"readable path {path!r} would cover the sandbox's {tree}")
-        if _bwrap.is_within(_bwrap.CODE_DIR, target):
-            raise ValueError(f"readable path {path!r} would cover the sandbox's {_bwrap.CODE_DIR}")
-        if not os.path.exists(path):
-            raise ValueError(f"readable path does not exist: {path!r}")
-        source = os.path.realpath(path)
-        if kernel_mounts is None:
-            kernel_mounts = _bwrap.kernel_mount_points()
-        for tree in (*_bwrap.KERNEL_DIRS, *kernel_mounts):
-            if _bwrap.overlaps(source, tree):
-                raise ValueError(
-                    f"readable path {path!r} (resolved: {source}) would show the host's {tree}"
-                )
-        paths.append(target)
-    return paths
 
 
 def check_env(env: object) -> list[str]:
@@ -249,7 +208,9 @@ def build_plan(
     python = _bwrap.find_python()
 
     payloads = [] if files_stream is None else [files_stream]
-    layout = FdLayout.of(payloads=len(payloads), captures=1, code=code is not None)
+    layout = FdLayout.of(
+        payloads=len(payloads), captures=1, code=code is not None, binds=len(paths)
+    )
     files_fd = layout.payloads[0] if files_stream is not None else None
     init_options = ["--files-out-fd", str(layout.captures[0])]
     init_options += ["--files-dir", WORKDIR, "--files-max", str(limits.files_out)]
@@ -261,7 +222,11 @@ def build_plan(
     plan = Plan(
         layout=layout,
         python=python,
-        options=_bwrap.run_options(disk=limits.disk, readable=paths, env=env_options),
+        options=_bwrap.run_options(
+            disk=limits.disk, readable=list(zip(layout.binds, paths)), env=env_options
+        ),
+        readable=paths,
+        writable=[WORKDIR],
         init_options=init_options,
         program=program,
         code=code,

@@ -7,9 +7,12 @@ hold is reported with the fix; nothing here weakens a sandbox to make a check pa
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import shutil
 import socket
+import tempfile
 from collections.abc import Callable
 
 from ._cgroup import PARENT, probe
@@ -19,6 +22,7 @@ from ._confine import confine
 from ._display import Pretty, pretty, selftest_html, selftest_text
 from ._errors import SandboxError
 from ._limits import Limits
+from ._readable import LANDLOCK_FIX, landlock_abi
 from ._run import run_python
 
 __all__ = ["Check", "SelftestReport", "selftest"]
@@ -256,6 +260,93 @@ def _check_network() -> Check:
     return Check("network", ok, f"a listener on the host's 127.0.0.1 was {seen}")
 
 
+_UNIX_SOCKETS = """
+import errno, socket
+def attempt(make):
+    try:
+        make().close()
+        return "made"
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno, str(exc.errno))
+print(attempt(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)),
+      attempt(lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)),
+      attempt(lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)[0]))
+"""
+
+
+def _check_unix_sockets() -> Check:
+    said = _sandboxed(_UNIX_SOCKETS)
+    ok = said == "EACCES EACCES EACCES"
+    detail = (
+        f"socket(AF_UNIX) and datagram pairs: {said} (only connected stream and seqpacket "
+        "pairs are left, which can address no path)"
+    )
+    return Check("unix sockets", ok, detail, "report this: the syscall filter did not refuse")
+
+
+_HOST_FILES = """
+import errno, os, socket
+def attempt(action):
+    try:
+        action()
+        return "done"
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno, str(exc.errno))
+def connect():
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.connect(PLACE + "/socket")
+print(attempt(lambda: os.close(os.open(PLACE + "/fifo", os.O_WRONLY | os.O_NONBLOCK))),
+      attempt(lambda: os.close(os.open(PLACE + "/fifo", os.O_RDONLY | os.O_NONBLOCK))),
+      attempt(connect))
+"""
+
+
+def _check_readable_inert() -> Check:
+    """A host FIFO (with a reader) and a unix socket listener, world-writable, in a
+    readable directory: the sandbox may open neither for writing."""
+    name = "readable paths inert"
+    abi = landlock_abi()
+    if abi < 1:
+        detail = (
+            "this kernel has no Landlock, so a host FIFO below a readable directory "
+            "would be writable: readable directories are refused (SandboxError), regular "
+            "files still work"
+        )
+        return Check(name, False, detail, LANDLOCK_FIX)
+    place = tempfile.mkdtemp(prefix="pysandbox-selftest-")
+    with contextlib.ExitStack() as stack:
+        stack.callback(shutil.rmtree, place)
+        os.chmod(place, 0o755)
+        listener = stack.enter_context(socket.socket(socket.AF_UNIX))
+        listener.bind(os.path.join(place, "socket"))
+        listener.listen(1)
+        listener.setblocking(False)
+        os.chmod(os.path.join(place, "socket"), 0o777)
+        os.mkfifo(os.path.join(place, "fifo"), 0o666)
+        os.chmod(os.path.join(place, "fifo"), 0o666)
+        reader = os.open(os.path.join(place, "fifo"), os.O_RDONLY | os.O_NONBLOCK)
+        stack.callback(os.close, reader)
+        code = f"PLACE = {place!r}\n" + _HOST_FILES
+        result = run_python(code, readable=[place], limits=Limits(wall_time=20, cpu_time=5))
+        write, read, connect = (result.stdout_text().split() + ["?"] * 3)[:3]
+        reached = []
+        with contextlib.suppress(BlockingIOError):
+            listener.accept()[0].close()
+            reached.append("the listener accepted")
+        with contextlib.suppress(BlockingIOError):
+            if os.read(reader, 64):
+                reached.append("the FIFO's reader got data")
+    ok = write == "EACCES" and connect == "EACCES" and not reached
+    opened = "opened" if read == "done" else read
+    detail = (
+        f"Landlock ABI {abi}: a host FIFO opened for writing {write}, a host unix socket "
+        f"connected {connect}, host side {'; '.join(reached) or 'reached by nothing'}; "
+        f"left open: a host FIFO opened for reading ({opened}), which no Landlock ABI up to "
+        "9 refuses"
+    )
+    return Check(name, ok, detail, "report this: the program was not confined")
+
+
 def selftest() -> SelftestReport:
     """Run the attacks (a few seconds) and say which protections hold on this host."""
     checks: list[Callable[[], Check]] = [
@@ -267,6 +358,8 @@ def selftest() -> SelftestReport:
         _check_cpu,
         _check_placement,
         _check_network,
+        _check_unix_sockets,
+        _check_readable_inert,
     ]
     results = []
     for check in checks:

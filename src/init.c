@@ -5,7 +5,8 @@
  *
  *   _init [--drop UID:GID] [--lifeline-fd N] [--report-fd N]
  *         [--files-in-fd N] [--files-out-fd N] [--files-dir DIR]
- *         [--files-max BYTES] [--files-count N] [--skip NAME] -- PROGRAM ARGS...
+ *         [--files-max BYTES] [--files-count N] [--skip NAME]
+ *         [--landlock-write PATH]... -- PROGRAM ARGS...
  *
  * --drop     become UID:GID with no supplementary groups, empty capability
  *            sets and bounding set (a root caller's sandbox, which bwrap runs
@@ -17,6 +18,9 @@
  *            this: it is checked against the credentials of the dying
  *            parent (bwrap, uid 0 without capabilities, or another user
  *            namespace), which may not signal the sandbox's uid;
+ * --landlock-write  the program may write only beneath PATH and the other
+ *            such paths (landlock.c); given at all, the program never runs
+ *            without that restriction;
  * then       unpack the input files from --files-in-fd into DIR, run PROGRAM
  *            as a child, and when it exits kill whatever it left running,
  *            report the raw wait status and the CPU and memory the whole tree
@@ -68,6 +72,8 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "landlock.h"
 
 #define MAX_NAME 4096
 #define MAX_DEPTH 32
@@ -181,6 +187,9 @@ static void parse_options(int argc, char **argv, struct options *opt)
             opt->files_count = parse_count(value);
         } else if (strcmp(arg, "--skip") == 0) {
             opt->skip = value;
+        } else if (strcmp(arg, "--landlock-write") == 0) {
+            if (sbx_landlock_allow(value) != 0)
+                die("too many --landlock-write paths at", value);
         } else {
             errno = EINVAL;
             die("unknown option", arg);
@@ -626,6 +635,8 @@ static int supervise(const struct options *opt)
         die("fork", NULL);
     if (program == 0) {
         sigprocmask(SIG_SETMASK, &saved_mask, NULL);
+        if (sbx_landlock_restrict() != 0)
+            die("restricting the program with Landlock", NULL);
         execvp(opt->program[0], opt->program);
         die("cannot execute", opt->program[0]);
     }

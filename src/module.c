@@ -10,6 +10,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "landlock.h"
 #include "sandbox.h"
 
 #include <errno.h>
@@ -1187,10 +1188,24 @@ static PyObject *sandbox_seccomp_program(PyObject *module, PyObject *unused)
     return result;
 }
 
+PyDoc_STRVAR(landlock_doc, "landlock_abi($module, /)\n--\n\n"
+                           "The running kernel's Landlock ABI version, 0 when it has none.");
+
+/*
+ * sandbox_landlock_abi: see landlock_doc.  Called with the GIL (one syscall).
+ */
+static PyObject *sandbox_landlock_abi(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return PyLong_FromLong(sbx_landlock_abi());
+}
+
 static PyMethodDef sandbox_methods[] = {
     {"run", (PyCFunction)(void (*)(void))sandbox_run, METH_VARARGS | METH_KEYWORDS, run_doc},
     {"start", (PyCFunction)(void (*)(void))sandbox_start, METH_VARARGS | METH_KEYWORDS, start_doc},
     {"seccomp_program", sandbox_seccomp_program, METH_NOARGS, seccomp_doc},
+    {"landlock_abi", sandbox_landlock_abi, METH_NOARGS, landlock_doc},
     {NULL, NULL, 0, NULL},
 };
 

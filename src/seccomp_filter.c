@@ -10,10 +10,10 @@
  * kexec, reboot, swap, accounting, dangerous personality flags, prlimit on
  * another process, and the terminal-injection ioctls).  socket and socketpair
  * are allowed only for AF_UNIX, AF_INET and AF_INET6 and fail with EAFNOSUPPORT
- * for every other family (see socket_families).  Everything else is allowed, so
- * ordinary programs (Python, compilers, coreutils, numpy) keep working.  A
- * syscall of another ABI (i386 through int 0x80, and with it i386's socketcall;
- * x32) is refused as well.
+ * for every other family (see socket_families); of AF_UNIX, only connected
+ * stream and seqpacket pairs from socketpair (see refuse_unix_addressing).  Everything else is
+ * allowed, so ordinary programs (Python, compilers, coreutils, numpy) keep working.  A syscall of
+ * another ABI (i386 through int 0x80, and with it i386's socketcall; x32) is refused as well.
  */
 #define _GNU_SOURCE
 #include "sandbox.h"
@@ -145,6 +145,45 @@ static int refuse_other_families(scmp_filter_ctx ctx, int nr)
 }
 
 /*
+ * refuse_unix_addressing: rules that leave the sandbox no unix socket that can
+ * name an address: socket(AF_UNIX, ...) fails with EACCES whatever the type,
+ * and socketpair(AF_UNIX, ...) with EACCES unless the type is SOCK_STREAM or
+ * SOCK_SEQPACKET.  A pathname unix socket of the host below a readable path
+ * (a tmux or D-Bus socket, whatever the mount's read-only flag) is reached by
+ * connect() or, for a datagram socket, by sendto()/sendmsg() with an address,
+ * and no filter can read the address those calls take from memory; only the
+ * socket that makes them can be kept out.  A stream or seqpacket socketpair is
+ * born connected, so connect() on it fails with EISCONN and an address given
+ * to sendto()/sendmsg() is refused (stream: EISCONN) or ignored (seqpacket):
+ * socket.socketpair(), multiprocessing.Pipe and asyncio keep working.  A
+ * datagram pair (SOCK_DGRAM, and SOCK_RAW, which AF_UNIX makes a datagram
+ * socket) is not: a connected datagram socket still sends to any address it is
+ * given.  The kernel reads the type's low 4 bits as the type (the rest are
+ * flags, SOCK_CLOEXEC and SOCK_NONBLOCK, or EINVAL), so only they are compared,
+ * and the family's low 32 bits as the family, as in refuse_range.
+ *
+ * EACCES, not EAFNOSUPPORT: the family exists (a socketpair of it works), and
+ * EACCES is what the kernel's own security modules answer for a socket their
+ * policy refuses; a program reports "Permission denied", which names the cause.
+ * Returns 0 or a negative errno from libseccomp.  Like add_rules: no GIL needed,
+ * never in the vfork child.
+ */
+static int refuse_unix_addressing(scmp_filter_ctx ctx)
+{
+    const uint32_t action = SCMP_ACT_ERRNO(EACCES);
+    const struct scmp_arg_cmp unix_family = SCMP_A0(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFu, AF_UNIX);
+    unsigned type;
+    int rc = seccomp_rule_add(ctx, action, SCMP_SYS(socket), 1, unix_family);
+    for (type = 0; rc == 0 && type <= 0xF; type++) {
+        if (type == SOCK_STREAM || type == SOCK_SEQPACKET)
+            continue;
+        rc = seccomp_rule_add(ctx, action, SCMP_SYS(socketpair), 2, unix_family,
+                              SCMP_A1(SCMP_CMP_MASKED_EQ, 0xFu, type));
+    }
+    return rc;
+}
+
+/*
  * add_rules: every rule of the filter into ctx.  Returns 0 or a negative
  * errno from libseccomp.
  */
@@ -195,7 +234,9 @@ static int add_rules(scmp_filter_ctx ctx)
      * and a libc that still goes through socketcall gets none. */
     if ((rc = refuse_other_families(ctx, SCMP_SYS(socket))) < 0)
         return rc;
-    return refuse_other_families(ctx, SCMP_SYS(socketpair));
+    if ((rc = refuse_other_families(ctx, SCMP_SYS(socketpair))) < 0)
+        return rc;
+    return refuse_unix_addressing(ctx);
 }
 
 /*

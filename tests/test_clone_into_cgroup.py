@@ -212,7 +212,7 @@ def test_every_process_of_a_real_sandbox_is_in_the_group(group: Group, group_fd:
 
     rlimits = [limit for limit in plan.rlimits if limit[0] != resource.RLIMIT_NPROC]
     with lifeline() as (lifeline_read, _):
-        pass_fds = _launch._pass_fds(plan.payloads, lifeline_read, None)
+        pass_fds = _launch._pass_fds(plan, lifeline_read, None)
         try:
             raw = _sandbox.run(
                 _launch.command_line(plan),

@@ -51,6 +51,11 @@ def test_fd_layout_numbers_payloads_then_captures() -> None:
     assert FdLayout.of() == FdLayout(payloads=(), code=None, status=5, report=6, captures=())
     with_code = FdLayout.of(payloads=1, code=True)
     assert with_code == FdLayout(payloads=(5,), code=6, status=7, report=8, captures=())
+    # The readable paths' fds come after the code file, before the captures.
+    with_binds = FdLayout.of(payloads=1, captures=1, code=True, binds=2)
+    assert with_binds == FdLayout(
+        payloads=(5,), code=6, status=9, report=10, captures=(11,), binds=(7, 8)
+    )
 
 
 def test_no_core_dumps_in_either_api() -> None:

@@ -93,7 +93,7 @@ def test_main_py_is_not_returned_even_when_rewritten() -> None:
 # --------------------------------------------------------------------------- what is not returned
 
 PLANT = """
-import errno, json, os, socket
+import errno, json, os, stat
 
 def attempt(action):
     try:
@@ -112,8 +112,8 @@ os.mkdir("d")
 report["up"] = attempt(lambda: os.symlink("..", "d/up"))
 report["fifo"] = attempt(lambda: os.mkfifo("fifo"))
 report["sub_fifo"] = attempt(lambda: os.mkfifo("d/fifo"))
-sock = socket.socket(socket.AF_UNIX)
-report["socket"] = attempt(lambda: sock.bind("sock"))
+# No unix socket can be made (the syscall filter), but a socket's node can.
+report["socket"] = attempt(lambda: os.mknod("sock", stat.S_IFSOCK | 0o600))
 report["hard_passwd"] = attempt(lambda: os.link("/etc/passwd", "hard_passwd"))
 report["hard_secret"] = attempt(lambda: os.link(SECRET, "hard_secret"))
 report["secret_readable"] = open(SECRET).read() == open("secret_link").read()
