@@ -77,7 +77,19 @@ ULIMIT_FLAGS: dict[int, tuple[str, int]] = {
     resource.RLIMIT_NOFILE: ("-n", 1),
     resource.RLIMIT_CPU: ("-t", 1),
     resource.RLIMIT_CORE: ("-c", 512),
+    resource.RLIMIT_MEMLOCK: ("-l", 1024),
+    resource.RLIMIT_RTPRIO: ("-r", 1),
 }
+#: Limits pysandbox sets that dash's ``ulimit`` cannot: the baseline leaves them as they
+#: are (they cost nothing at spawn, so the comparison stays fair).
+NO_ULIMIT_FLAG = frozenset(
+    {
+        resource.RLIMIT_MSGQUEUE,
+        resource.RLIMIT_SIGPENDING,
+        resource.RLIMIT_RTTIME,
+        resource.RLIMIT_NICE,
+    }
+)
 #: bwrap's and the init's options that name an fd the caller must provide: the syscall
 #: filter, data served read-only (a moved ``pyvenv.cfg``), the code file, input files.
 OUTPUT_FD_FLAGS = ("--json-status-fd", "--report-fd", "--files-out-fd")
@@ -127,6 +139,8 @@ def ulimit_commands(rlimits: Sequence[tuple[int, int, int]]) -> list[str]:
     limits; with them the soft limit comes first, since a hard limit cannot go below it."""
     commands = []
     for which, soft, hard in rlimits:
+        if which in NO_ULIMIT_FLAG:
+            continue
         if which not in ULIMIT_FLAGS:
             raise RuntimeError(f"no ulimit option for resource {which}")
         flag, unit = ULIMIT_FLAGS[which]
