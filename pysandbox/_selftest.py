@@ -18,6 +18,7 @@ from ._cgroup_mounts import discover
 from ._confine import confine
 from ._display import Pretty, pretty, selftest_html, selftest_text
 from ._errors import SandboxError
+from ._launch import SIGPENDING_BOUND
 from ._limits import Limits
 from ._run import run_python
 
@@ -97,6 +98,42 @@ if libc.socket(40, 1, 0) < 0 and ctypes.get_errno() == errno.EAFNOSUPPORT:  # AF
 print(" ".join(refused))
 """
 
+#: Each kernel budget counted per uid or for the whole host, spent for real: the calls
+#: that must fail as on a kernel without them, locks that must not be taken (the
+#: kernel's own fdinfo lists those an open file holds), a lease on the program's own
+#: file, and timers (each holds a queued signal) until the bound refuses one.
+_BUDGETS = """
+import ctypes, errno, fcntl, os, platform, struct
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+numbers = {"x86_64": (206, 447), "aarch64": (0, 447)}[platform.machine()]
+context = ctypes.c_ulong(0)
+calls = {
+    "aio": lambda: libc.syscall(numbers[0], 1, ctypes.addressof(context)),
+    "inotify": lambda: libc.inotify_init1(0),
+    "mqueue": lambda: libc.mq_open(b"/pysandbox-selftest", os.O_CREAT | os.O_RDWR, 0o600, None),
+    "memfd_secret": lambda: libc.syscall(numbers[1], 0),
+}
+unbuilt = [name for name, call in calls.items()
+           if call() < 0 and ctypes.get_errno() == errno.ENOSYS]
+with open("own", "w") as own:
+    own.write("x")
+fd = os.open("own", os.O_RDONLY)
+fcntl.flock(fd, fcntl.LOCK_EX)
+fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi", fcntl.F_RDLCK, 0, 0, 0, 0))
+with open("/proc/self/fdinfo/%d" % fd) as info:
+    locks = sum(line.startswith("lock:") for line in info)
+try:
+    fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
+    lease = "taken"
+except OSError as exc:
+    lease = errno.errorcode[exc.errno]
+timers, timer = 0, ctypes.c_void_p()
+while timers < 200000 and libc.timer_create(1, None, ctypes.byref(timer)) == 0:
+    timers += 1
+print(",".join(unbuilt), locks, lease, timers)
+"""
+
 _FORK_BOMB = """
 import os, time
 children = 0
@@ -149,6 +186,23 @@ def _check_seccomp() -> Check:
     refused = _sandboxed(_SYSCALLS).split()
     ok = set(refused) == {"ptrace", "unshare", "bpf", "keyctl", "mount", "vsock"}
     return Check("seccomp filter", ok, f"refused: {' '.join(refused) or 'none'}", "libseccomp")
+
+
+def _check_budgets() -> Check:
+    unbuilt, locks, lease, timers = _sandboxed(_BUDGETS).split()
+    ok = (
+        unbuilt == "aio,inotify,mqueue,memfd_secret"
+        and locks == "0"
+        and lease == "EACCES"
+        and timers.isdigit()
+        and int(timers) <= SIGPENDING_BOUND
+    )
+    detail = (
+        f"refused as on a kernel without them: {unbuilt.replace(',', ' ') or 'none'}; file "
+        f"locks taken: {locks}; a lease: {lease}; timers (queued signals) before a refusal: "
+        f"{timers} of {SIGPENDING_BOUND}"
+    )
+    return Check("kernel budgets", ok, detail, "report this: the filter or a limit is missing")
 
 
 def _check_processes() -> Check:
@@ -267,6 +321,7 @@ def selftest() -> SelftestReport:
         _check_cpu,
         _check_placement,
         _check_network,
+        _check_budgets,
     ]
     results = []
     for check in checks:

@@ -26,6 +26,7 @@ def test_every_protection_holds_on_this_host() -> None:
         "CPU time of the whole tree",
         "cgroup placement",
         "network",
+        "kernel budgets",
     ]
     if os.geteuid() == 0:
         assert report, str(report)
@@ -61,6 +62,7 @@ def test_a_non_root_caller_without_a_delegated_cgroup_is_told_the_fix(
         "CPU time of the whole tree": "[NO ]",
         "cgroup placement": "[NO ]",
         "network": "[yes]",
+        "kernel budgets": "[yes]",
     }, out.stdout
     cap = lines.index(next(line for line in lines if line.startswith("[NO ] process cap")))
     assert "concurrent sandboxes of this uid share one count" in lines[cap]
