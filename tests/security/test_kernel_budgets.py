@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import threading
 from pathlib import Path
 
 import pytest
-from callers import Caller
+from callers import Caller, run_installed
 from helpers import slow
 
 from pysandbox import Limits, Result, Status
@@ -420,3 +421,31 @@ def test_every_sandbox_gets_bounded_budgets_instead_of_the_callers(caller: Calle
         "RTTIME": list(RTTIME_BOUND),
         "NICE": [0, 0],
     }
+
+
+REAL_TIME_CALLER = r"""
+import json, os, sys
+import pysandbox
+os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+result = pysandbox.run_python(
+    "import os\nprint(os.sched_getscheduler(0), flush=True)\nwhile True:\n    pass\n",
+    limits=pysandbox.Limits(cpu_time=float(sys.argv[1]), wall_time=float(sys.argv[2])),
+)
+print(json.dumps([result.stdout.decode(), result.signal, result.cpu_time]))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root may make itself real-time here")
+def test_a_real_time_callers_sandbox_cannot_spin_at_its_priority() -> None:
+    """A caller running ``SCHED_FIFO`` passes its policy on (the kernel keeps it across
+    fork and exec, and ``RLIMIT_RTPRIO`` 0 only stops a task from raising it): a program
+    that spins without blocking is stopped by ``RLIMIT_RTTIME`` after 100 ms of CPU
+    (``SIGXCPU``), long before its CPU limit, instead of holding a core at real-time
+    priority against the caller's own watcher."""
+    cpu_limit = 3.0
+    policy, signal_number, cpu = run_installed(
+        REAL_TIME_CALLER, str(cpu_limit), str(slow(10)), timeout=slow(30)
+    )
+    assert policy.strip() == str(os.SCHED_FIFO)
+    assert signal_number == signal.SIGXCPU
+    assert cpu < cpu_limit / 2, cpu
