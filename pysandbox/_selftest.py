@@ -188,6 +188,25 @@ def _check_seccomp() -> Check:
     return Check("seccomp filter", ok, f"refused: {' '.join(refused) or 'none'}", "libseccomp")
 
 
+#: Budgets the kernel counts per uid that no mechanism bounds per sandbox when the
+#: sandbox runs as the caller's uid: epoll watches, and pipe pages past which every new
+#: pipe of the uid gets two pages (pysandbox's own capture pipes too).
+_PER_UID_SYSCTLS = ("fs.epoll.max_user_watches", "fs.pipe-user-pages-soft")
+_PER_UID_FIX = (
+    "run the caller as root: each sandbox then runs as a uid of its own, and spends only "
+    "that uid's budgets"
+)
+
+
+def _sysctl(name: str) -> str:
+    """The value of sysctl ``name`` (``fs.epoll.max_user_watches``), or "?"."""
+    try:
+        with open("/proc/sys/" + name.replace(".", "/")) as value:
+            return value.read().strip()
+    except OSError:
+        return "?"
+
+
 def _check_budgets() -> Check:
     unbuilt, locks, lease, timers = _sandboxed(_BUDGETS).split()
     ok = (
@@ -202,7 +221,17 @@ def _check_budgets() -> Check:
         f"locks taken: {locks}; a lease: {lease}; timers (queued signals) before a refusal: "
         f"{timers} of {SIGPENDING_BOUND}"
     )
-    return Check("kernel budgets", ok, detail, "report this: the filter or a limit is missing")
+    if not ok:
+        return Check(
+            "kernel budgets", False, detail, "report this: the filter or a limit is missing"
+        )
+    if os.geteuid() == 0:
+        return Check("kernel budgets", True, detail)
+    # The kernel counts these per uid with no per-namespace limit, and a non-root
+    # caller's sandbox runs as the caller's uid (README, "Kernel budgets").
+    shared = ", ".join(f"{name} {_sysctl(name)}" for name in _PER_UID_SYSCTLS)
+    detail += f"; but its sandboxes spend this uid's own per-uid budgets ({shared})"
+    return Check("kernel budgets", False, detail, _PER_UID_FIX)
 
 
 def _check_processes() -> Check:
