@@ -73,9 +73,9 @@ FIRST_PAYLOAD_FD = LIFELINE_FD + 1
 #: the sandbox queue one only while that uid's total is within this bound: whatever the
 #: number of its sandboxes, the caller keeps all of its own limit but 1024.
 SIGPENDING_BOUND = 1024
-#: Bytes of locked memory (``mlock``, ``SHM_LOCK``): Python, numpy and compilers lock
-#: none; 64 KiB (the kernel's default before 5.16) leaves room for the secure memory of
-#: gpg and libgcrypt (32 KiB).  Charged to a non-root caller's uid like queued signals.
+#: Bytes of locked memory (``mlock``, ``SHM_LOCK``): Python and numpy lock none
+#: (``VmLck`` 0 kB); 64 KiB was the kernel's default before 5.16.  ``SHM_LOCK`` is
+#: charged to a non-root caller's uid like queued signals.
 MEMLOCK_BOUND = 64 * 1024
 #: Microseconds of CPU a real-time task may use without blocking, SIGXCPU past the soft
 #: limit and SIGKILL past the hard one.  The sandbox cannot become real-time (its
