@@ -80,8 +80,8 @@ ULIMIT_FLAGS: dict[int, tuple[str, int]] = {
     resource.RLIMIT_MEMLOCK: ("-l", 1024),
     resource.RLIMIT_RTPRIO: ("-r", 1),
 }
-#: Limits pysandbox sets that dash's ``ulimit`` cannot: the baseline leaves them as they
-#: are (they cost nothing at spawn, so the comparison stays fair).
+#: Limits pysandbox sets that dash's ``ulimit`` cannot: the shell variants go without
+#: them (a limit costs nothing at spawn, so the comparison stays fair).
 NO_ULIMIT_FLAG = frozenset(
     {
         resource.RLIMIT_MSGQUEUE,
@@ -139,8 +139,6 @@ def ulimit_commands(rlimits: Sequence[tuple[int, int, int]]) -> list[str]:
     limits; with them the soft limit comes first, since a hard limit cannot go below it."""
     commands = []
     for which, soft, hard in rlimits:
-        if which in NO_ULIMIT_FLAG:
-            continue
         if which not in ULIMIT_FLAGS:
             raise RuntimeError(f"no ulimit option for resource {which}")
         flag, unit = ULIMIT_FLAGS[which]
@@ -342,7 +340,9 @@ def run(settings: Settings) -> None:
     # The shell variants get the rlimits but no cgroup: their difference from run()
     # includes the per-sandbox cgroup, which is part of what run() costs.
     rlimits = [
-        r for r in _launch.within_own_limits(limits.rlimits()) if r[0] != resource.RLIMIT_NPROC
+        r
+        for r in _launch.within_own_limits(limits.rlimits())
+        if r[0] != resource.RLIMIT_NPROC and r[0] not in NO_ULIMIT_FLAG
     ]
     bwrap = _bwrap.find_bwrap()
     print(f"pysandbox: {pysandbox.__version__} from {os.path.dirname(pysandbox.__file__ or '?')}")
