@@ -41,8 +41,8 @@ import ctypes, errno, fcntl, os, struct
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 NUMBERS = {
-    "x86_64": {"io_setup": 206, "io_destroy": 207, "memfd_secret": 447},
-    "aarch64": {"io_setup": 0, "io_destroy": 1, "memfd_secret": 447},
+    "x86_64": {"io_setup": 206, "io_destroy": 207, "memfd_secret": 447, "fcntl": 72},
+    "aarch64": {"io_setup": 0, "io_destroy": 1, "memfd_secret": 447, "fcntl": 25},
 }[os.uname().machine]
 
 
@@ -146,6 +146,12 @@ for name, path in (("shared", SHARED_FILE), ("system", SYSTEM_FILE)):
     posix = os.open(path, os.O_RDONLY)
     attempt(report, name + " posix lock", lambda: fcntl.lockf(posix, fcntl.LOCK_SH | fcntl.LOCK_NB))
     held += [fd, ofd, posix]
+# fcntl's command is an int: the kernel reads the low 32 bits of the register only.
+high = os.open(SHARED_FILE + ".high", os.O_RDONLY)
+record = ctypes.create_string_buffer(lock_record(fcntl.F_RDLCK))
+set_lock = (1 << 32) | fcntl.F_OFD_SETLK
+address = ctypes.addressof(record)
+attempt(report, "lock, high bits set", lambda: syscall("fcntl", high, set_lock, address))
 lease = os.open(SHARED_FILE, os.O_RDONLY)
 attempt(report, "lease", lambda: fcntl.fcntl(lease, fcntl.F_SETLEASE, fcntl.F_RDLCK))
 directory = os.open(os.path.dirname(SHARED_FILE), os.O_RDONLY)
@@ -173,7 +179,8 @@ attempt(report, "inotify", lambda: os.close(check(libc.inotify_init1(os.O_CLOEXE
 name = "/pysandbox-host-%s" % uuid.uuid4().hex
 attempt(report, "mqueue", lambda: (os.close(mq_open(name)), check(libc.mq_unlink(name.encode()))))
 attempt(report, "timer", lambda: check(libc.timer_delete(timer_create())))
-for label, path in (("shared", SHARED_FILE), ("system", SYSTEM_FILE), ("database", DATABASE)):
+files = {"shared": SHARED_FILE, "high": SHARED_FILE + ".high", "system": SYSTEM_FILE}
+for label, path in {**files, "database": DATABASE}.items():
     report[label + " locked"] = conflicting_lock(path)
     fd = os.open(path, os.O_RDONLY)
     attempt(report, label + " flock", lambda: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB))
@@ -226,12 +233,14 @@ def shared_files(caller: Caller, world_readable_dir: Path) -> tuple[Path, Path]:
     directory.mkdir()
     shared = directory / "notes.txt"
     shared.write_text("the caller's file\n")
+    high = directory / "notes.txt.high"
+    high.write_text("locked through high bits\n")
     database = directory / "app.db"
     with sqlite3.connect(database) as connection:
         connection.execute("CREATE TABLE t (x)")
         connection.execute("INSERT INTO t VALUES (1)")
     connection.close()
-    for path in (directory, shared, database):
+    for path in (directory, shared, high, database):
         os.chown(path, caller.uid, caller.uid)
     return shared, database
 
@@ -283,7 +292,9 @@ def test_no_budget_or_lock_of_the_host_is_held_by_a_sandbox(
         "shared locked": False,
         "system locked": False,
         "database locked": False,
+        "high locked": False,
         "shared flock": "done",
+        "high flock": "done",
         "system flock": "done",
         "database flock": "done",
         "shared write lock": "done",
@@ -302,6 +313,7 @@ def test_no_budget_or_lock_of_the_host_is_held_by_a_sandbox(
     for name in ("shared", "system"):
         for kind in ("flock", "ofd lock", "posix lock"):
             assert inside[f"{name} {kind}"] == "done", inside
+    assert inside["lock, high bits set"] == "done", inside
     assert inside["lease"] == "EACCES" and inside["dnotify"] == "EINVAL", inside
     assert inside["rows"] == 1
 
