@@ -106,13 +106,15 @@ _BUDGETS = """
 import ctypes, errno, fcntl, os, platform, struct
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
-numbers = {"x86_64": (206, 447), "aarch64": (0, 447)}[platform.machine()]
+# io_setup, inotify_init1, mq_open, memfd_secret (raw: an older libc has mq_open in librt)
+numbers = {"x86_64": (206, 294, 240, 447), "aarch64": (0, 26, 180, 447)}[platform.machine()]
 context = ctypes.c_ulong(0)
 calls = {
     "aio": lambda: libc.syscall(numbers[0], 1, ctypes.addressof(context)),
-    "inotify": lambda: libc.inotify_init1(0),
-    "mqueue": lambda: libc.mq_open(b"/pysandbox-selftest", os.O_CREAT | os.O_RDWR, 0o600, None),
-    "memfd_secret": lambda: libc.syscall(numbers[1], 0),
+    "inotify": lambda: libc.syscall(numbers[1], 0),
+    "mqueue": lambda: libc.syscall(numbers[2], b"pysandbox-selftest", os.O_CREAT | os.O_RDWR,
+                                   0o600, None),
+    "memfd_secret": lambda: libc.syscall(numbers[3], 0),
 }
 unbuilt = [name for name, call in calls.items()
            if call() < 0 and ctypes.get_errno() == errno.ENOSYS]
@@ -131,7 +133,7 @@ except OSError as exc:
 timers, timer = 0, ctypes.c_void_p()
 while timers < 200000 and libc.timer_create(1, None, ctypes.byref(timer)) == 0:
     timers += 1
-print(",".join(unbuilt), locks, lease, timers)
+print(",".join(unbuilt) or "none", locks, lease, timers)
 """
 
 _FORK_BOMB = """
@@ -217,7 +219,7 @@ def _check_budgets() -> Check:
         and int(timers) <= SIGPENDING_BOUND
     )
     detail = (
-        f"refused as on a kernel without them: {unbuilt.replace(',', ' ') or 'none'}; file "
+        f"refused as on a kernel without them: {unbuilt.replace(',', ' ')}; file "
         f"locks taken: {locks}; a lease: {lease}; timers (queued signals) before a refusal: "
         f"{timers} of {SIGPENDING_BOUND}"
     )
