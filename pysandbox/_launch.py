@@ -78,9 +78,9 @@ SIGPENDING_BOUND = 1024
 #: charged to a non-root caller's uid like queued signals.
 MEMLOCK_BOUND = 64 * 1024
 #: Microseconds of CPU a real-time task may use without blocking, SIGXCPU past the soft
-#: limit and SIGKILL past the hard one.  The sandbox cannot become real-time (its
-#: ``RLIMIT_RTPRIO`` is 0) but inherits a real-time caller's policy: this keeps it from
-#: starving the caller, and the watcher that enforces its limits, for longer.
+#: limit and SIGKILL past the hard one.  No task of a sandbox is real-time: its
+#: ``RLIMIT_RTPRIO`` is 0, and the C core leaves a real-time caller's policy for
+#: ``SCHED_OTHER`` before bwrap starts; this bounds one that ever got through.
 RTTIME_BOUND = (100_000, 200_000)
 
 #: Set on every sandbox whatever the API, instead of inherited from the caller: a crash
