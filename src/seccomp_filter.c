@@ -127,6 +127,10 @@ static const char *const unbuilt[] = {
  * SQLITE_BUSY, and no database could be read at all.
  */
 static const uint32_t faked_lock_commands[] = {F_SETLK, F_SETLKW, F_OFD_SETLK, F_OFD_SETLKW};
+/* A native 32-bit build's fcntl64 also takes the kernel's F_SETLK64 and
+ * F_SETLKW64 (13 and 14 there; the C library's names depend on its offset
+ * size, so the kernel's numbers are spelt out). */
+static const uint32_t faked_lock64_commands[] = {13, 14};
 
 /*
  * fcntl commands refused outright: a lease (F_SETLEASE) on a file of the
@@ -195,17 +199,42 @@ static int refuse_other_families(scmp_filter_ctx ctx, int nr)
 }
 
 /*
+ * add_fcntl_rules: faked_lock_commands and refused_fcntl for syscall nr
+ * (fcntl, or a 32-bit build's fcntl64).  fcntl's command is an int: only the
+ * low 32 bits of its register decide, as the kernel reads them.  Returns 0
+ * or a negative errno from libseccomp.  Like add_rules: no GIL needed, never
+ * in the vfork child.
+ */
+static int add_fcntl_rules(scmp_filter_ctx ctx, int nr)
+{
+    size_t i;
+    int rc;
+    for (i = 0; i < sizeof faked_lock_commands / sizeof *faked_lock_commands; i++) {
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(0), nr, 1,
+                              SCMP_A1(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFu, faked_lock_commands[i]));
+        if (rc < 0)
+            return rc;
+    }
+    for (i = 0; i < sizeof refused_fcntl / sizeof *refused_fcntl; i++) {
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(refused_fcntl[i].error), nr, 1,
+                              SCMP_A1(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFu, refused_fcntl[i].command));
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/*
  * add_budget_rules: the rules that keep the kernel budgets above out of the
- * sandbox's reach (unbuilt, faked_lock_commands, refused_fcntl).  fcntl's
- * command is an int: only the low 32 bits of its register decide, as the
- * kernel reads them.  Returns 0 or a negative errno from libseccomp.  Like
- * add_rules: no GIL needed, never in the vfork child.
+ * sandbox's reach (unbuilt, flock, add_fcntl_rules for fcntl and, where it
+ * exists, fcntl64 with its own lock commands).  Returns 0 or a negative errno
+ * from libseccomp.  Like add_rules: no GIL needed, never in the vfork child.
  */
 static int add_budget_rules(scmp_filter_ctx ctx)
 {
     const uint32_t faked = SCMP_ACT_ERRNO(0);
     size_t i;
-    int rc;
+    int rc, fcntl64;
     for (i = 0; unbuilt[i] != NULL; i++) {
         int nr = seccomp_syscall_resolve_name(unbuilt[i]);
         if (nr == __NR_SCMP_ERROR)
@@ -215,15 +244,16 @@ static int add_budget_rules(scmp_filter_ctx ctx)
     }
     if ((rc = seccomp_rule_add(ctx, faked, SCMP_SYS(flock), 0)) < 0)
         return rc;
-    for (i = 0; i < sizeof faked_lock_commands / sizeof *faked_lock_commands; i++) {
-        rc = seccomp_rule_add(ctx, faked, SCMP_SYS(fcntl), 1,
-                              SCMP_A1(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFu, faked_lock_commands[i]));
-        if (rc < 0)
-            return rc;
-    }
-    for (i = 0; i < sizeof refused_fcntl / sizeof *refused_fcntl; i++) {
-        rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(refused_fcntl[i].error), SCMP_SYS(fcntl), 1,
-                              SCMP_A1(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFu, refused_fcntl[i].command));
+    fcntl64 = seccomp_syscall_resolve_name("fcntl64");
+    if ((rc = add_fcntl_rules(ctx, SCMP_SYS(fcntl))) < 0)
+        return rc;
+    if (fcntl64 == __NR_SCMP_ERROR)
+        return 0;
+    if ((rc = add_fcntl_rules(ctx, fcntl64)) < 0)
+        return rc;
+    for (i = 0; i < sizeof faked_lock64_commands / sizeof *faked_lock64_commands; i++) {
+        rc = seccomp_rule_add(ctx, faked, fcntl64, 1,
+                              SCMP_A1(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFu, faked_lock64_commands[i]));
         if (rc < 0)
             return rc;
     }
@@ -274,13 +304,13 @@ static int add_rules(scmp_filter_ctx ctx)
         if (rc < 0)
             return rc;
     }
+    if ((rc = add_budget_rules(ctx)) < 0)
+        return rc;
     /* Where socket and socketpair also exist as calls of socketcall (i386,
      * s390), libseccomp adds each rule to socketcall's SYS_SOCKET or
      * SYS_SOCKETPAIR without the family test, which cannot read arguments in
      * memory: there every socket comes from the direct syscalls (Linux 4.3+),
      * and a libc that still goes through socketcall gets none. */
-    if ((rc = add_budget_rules(ctx)) < 0)
-        return rc;
     if ((rc = refuse_other_families(ctx, SCMP_SYS(socket))) < 0)
         return rc;
     return refuse_other_families(ctx, SCMP_SYS(socketpair));
