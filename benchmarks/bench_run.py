@@ -79,7 +79,19 @@ ULIMIT_FLAGS: dict[int, tuple[str, int]] = {
     resource.RLIMIT_NOFILE: ("-n", 1),
     resource.RLIMIT_CPU: ("-t", 1),
     resource.RLIMIT_CORE: ("-c", 512),
+    resource.RLIMIT_MEMLOCK: ("-l", 1024),
+    resource.RLIMIT_RTPRIO: ("-r", 1),
 }
+#: Limits pysandbox sets that dash's ``ulimit`` cannot: the shell variants go without
+#: them (a limit costs nothing at spawn, so the comparison stays fair).
+NO_ULIMIT_FLAG = frozenset(
+    {
+        resource.RLIMIT_MSGQUEUE,
+        resource.RLIMIT_SIGPENDING,
+        resource.RLIMIT_RTTIME,
+        resource.RLIMIT_NICE,
+    }
+)
 #: bwrap's and the init's options that name an fd the caller must provide: the syscall
 #: filter, data served read-only (a moved ``pyvenv.cfg``), the code file, input files.
 OUTPUT_FD_FLAGS = ("--json-status-fd", "--report-fd", "--files-out-fd")
@@ -352,7 +364,9 @@ def run(settings: Settings) -> None:
     # The shell variants get the rlimits but no cgroup: their difference from run()
     # includes the per-sandbox cgroup, which is part of what run() costs.
     rlimits = [
-        r for r in _launch.within_own_limits(limits.rlimits()) if r[0] != resource.RLIMIT_NPROC
+        r
+        for r in _launch.within_own_limits(limits.rlimits())
+        if r[0] != resource.RLIMIT_NPROC and r[0] not in NO_ULIMIT_FLAG
     ]
     bwrap = _bwrap.find_bwrap()
     print(f"pysandbox: {pysandbox.__version__} from {os.path.dirname(pysandbox.__file__ or '?')}")

@@ -21,6 +21,7 @@ from ._cgroup_mounts import discover
 from ._confine import confine
 from ._display import Pretty, pretty, selftest_html, selftest_text
 from ._errors import SandboxError
+from ._launch import SIGPENDING_BOUND
 from ._limits import Limits
 from ._readable import LANDLOCK_FIX, landlock_abi
 from ._run import run_python
@@ -101,6 +102,44 @@ if libc.socket(40, 1, 0) < 0 and ctypes.get_errno() == errno.EAFNOSUPPORT:  # AF
 print(" ".join(refused))
 """
 
+#: Each kernel budget counted per uid or for the whole host, spent for real: the calls
+#: that must fail as on a kernel without them, locks that must not be taken (the
+#: kernel's own fdinfo lists those an open file holds), a lease on the program's own
+#: file, and timers (each holds a queued signal) until the bound refuses one.
+_BUDGETS = """
+import ctypes, errno, fcntl, os, platform, struct
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+# io_setup, inotify_init1, mq_open, memfd_secret (raw: an older libc has mq_open in librt)
+numbers = {"x86_64": (206, 294, 240, 447), "aarch64": (0, 26, 180, 447)}[platform.machine()]
+context = ctypes.c_ulong(0)
+calls = {
+    "aio": lambda: libc.syscall(numbers[0], 1, ctypes.addressof(context)),
+    "inotify": lambda: libc.syscall(numbers[1], 0),
+    "mqueue": lambda: libc.syscall(numbers[2], b"pysandbox-selftest", os.O_CREAT | os.O_RDWR,
+                                   0o600, None),
+    "memfd_secret": lambda: libc.syscall(numbers[3], 0),
+}
+unbuilt = [name for name, call in calls.items()
+           if call() < 0 and ctypes.get_errno() == errno.ENOSYS]
+with open("own", "w") as own:
+    own.write("x")
+fd = os.open("own", os.O_RDONLY)
+fcntl.flock(fd, fcntl.LOCK_EX)
+fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi", fcntl.F_RDLCK, 0, 0, 0, 0))
+with open("/proc/self/fdinfo/%d" % fd) as info:
+    locks = sum(line.startswith("lock:") for line in info)
+try:
+    fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
+    lease = "taken"
+except OSError as exc:
+    lease = errno.errorcode[exc.errno]
+timers, timer = 0, ctypes.c_void_p()
+while timers < 200000 and libc.timer_create(1, None, ctypes.byref(timer)) == 0:
+    timers += 1
+print(",".join(unbuilt) or "none", locks, lease, timers)
+"""
+
 _FORK_BOMB = """
 import os, time
 children = 0
@@ -153,6 +192,52 @@ def _check_seccomp() -> Check:
     refused = _sandboxed(_SYSCALLS).split()
     ok = set(refused) == {"ptrace", "unshare", "bpf", "keyctl", "mount", "vsock"}
     return Check("seccomp filter", ok, f"refused: {' '.join(refused) or 'none'}", "libseccomp")
+
+
+#: Budgets the kernel counts per uid that no mechanism bounds per sandbox when the
+#: sandbox runs as the caller's uid: epoll watches, and pipe pages past which every new
+#: pipe of the uid gets two pages (pysandbox's own capture pipes too).
+_PER_UID_SYSCTLS = ("fs.epoll.max_user_watches", "fs.pipe-user-pages-soft")
+_PER_UID_FIX = (
+    "run the caller as root: each sandbox then runs as a uid of its own, and spends only "
+    "that uid's budgets"
+)
+
+
+def _sysctl(name: str) -> str:
+    """The value of sysctl ``name`` (``fs.epoll.max_user_watches``), or "?"."""
+    try:
+        with open("/proc/sys/" + name.replace(".", "/")) as value:
+            return value.read().strip()
+    except OSError:
+        return "?"
+
+
+def _check_budgets() -> Check:
+    unbuilt, locks, lease, timers = _sandboxed(_BUDGETS).split()
+    ok = (
+        unbuilt == "aio,inotify,mqueue,memfd_secret"
+        and locks == "0"
+        and lease == "EACCES"
+        and timers.isdigit()
+        and int(timers) <= SIGPENDING_BOUND
+    )
+    detail = (
+        f"refused as on a kernel without them: {unbuilt.replace(',', ' ')}; file "
+        f"locks taken: {locks}; a lease: {lease}; timers (queued signals) before a refusal: "
+        f"{timers} of {SIGPENDING_BOUND}"
+    )
+    if not ok:
+        return Check(
+            "kernel budgets", False, detail, "report this: the filter or a limit is missing"
+        )
+    if os.geteuid() == 0:
+        return Check("kernel budgets", True, detail)
+    # The kernel counts these per uid with no per-namespace limit, and a non-root
+    # caller's sandbox runs as the caller's uid (README, "Kernel budgets").
+    shared = ", ".join(f"{name} {_sysctl(name)}" for name in _PER_UID_SYSCTLS)
+    detail += f"; but its sandboxes spend this uid's own per-uid budgets ({shared})"
+    return Check("kernel budgets", False, detail, _PER_UID_FIX)
 
 
 def _check_processes() -> Check:
@@ -360,6 +445,7 @@ def selftest() -> SelftestReport:
         _check_network,
         _check_unix_sockets,
         _check_readable_inert,
+        _check_budgets,
     ]
     results = []
     for check in checks:

@@ -11,15 +11,24 @@
 set -uo pipefail
 
 suite() {
-    local start tests selftest
+    local start tests selftest report
     start=$(date +%s)
     .venv/bin/pytest -n auto -q -p no:cacheprovider -rfEs --durations=5 "$@"
     tests=$?
     echo "== pytest exit $tests in $(($(date +%s) - start)) s, in $(cut -d: -f3 /proc/self/cgroup)"
     # -I: from the checkout's root, plain -m would import the uncompiled source package.
-    .venv/bin/python -I -m pysandbox --selftest
+    report=$(.venv/bin/python -I -m pysandbox --selftest)
     selftest=$?
+    echo "$report"
     echo "== selftest exit $selftest"
+    # A non-root caller's sandboxes spend its own per-uid epoll watches and pipe pages
+    # (README, "Kernel budgets"): that line, and only that one, says NO.
+    if [ "$(id -u)" != 0 ] && [ "$selftest" = 1 ] &&
+        [ "$(grep -c '^\[NO ' <<<"$report")" = 1 ] &&
+        grep -q '^\[NO \] kernel budgets: ' <<<"$report"; then
+        selftest=0
+        echo "== only the per-uid kernel budgets, as expected for a non-root caller"
+    fi
     [ "$tests" = 0 ] && [ "$selftest" = 0 ]
 }
 

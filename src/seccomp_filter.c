@@ -8,17 +8,22 @@
  * no business making (debugging other processes, the keyring, BPF, perf,
  * userfaultfd, io_uring, every mount and namespace call, module loading,
  * kexec, reboot, swap, accounting, dangerous personality flags, prlimit on
- * another process, and the terminal-injection ioctls).  socket and socketpair
- * are allowed only for AF_UNIX, AF_INET and AF_INET6 and fail with EAFNOSUPPORT
- * for every other family (see socket_families); of AF_UNIX, only connected
- * stream and seqpacket pairs from socketpair (see refuse_unix_addressing).  Everything else is
- * allowed, so ordinary programs (Python, compilers, coreutils, numpy) keep working.  A syscall of
- * another ABI (i386 through int 0x80, and with it i386's socketcall; x32) is refused as well.
+ * another process, and the terminal-injection ioctls).  The calls that would
+ * spend a kernel budget counted for the whole host or per user fail as on a
+ * kernel without them, and file locks succeed without being taken (see
+ * unbuilt and faked_lock_commands).  socket and socketpair are allowed only
+ * for AF_UNIX, AF_INET and AF_INET6 and fail with EAFNOSUPPORT for every
+ * other family (see socket_families); of AF_UNIX, only connected stream and
+ * seqpacket pairs from socketpair (see refuse_unix_addressing).  Everything
+ * else is allowed, so ordinary programs (Python, compilers, coreutils, numpy)
+ * keep working.  A syscall of another ABI (i386 through int 0x80, and with it
+ * i386's socketcall; x32) is refused as well.
  */
 #define _GNU_SOURCE
 #include "sandbox.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/sched.h>
 #include <seccomp.h>
 #include <stdint.h>
@@ -90,6 +95,56 @@ static const unsigned long tty_ioctls[] = {TIOCSTI, TIOCLINUX};
  * failure) instead of reporting a permission problem.
  */
 static const uint32_t socket_families[] = {AF_UNIX, AF_INET, AF_INET6};
+
+/*
+ * Kernel budgets counted host-wide or per user rather than per sandbox, which
+ * a sandbox could otherwise exhaust for everyone: legacy AIO contexts
+ * (fs.aio-max-nr, one for the whole host), inotify instances and watches and
+ * POSIX message queues (counted per uid: a non-root caller's sandbox runs as
+ * the caller's uid and would spend the caller's own), secret memory (locked
+ * memory of the uid).  ENOSYS, what a kernel built without the feature says:
+ * programs take the path they already have for it (glibc's POSIX aio is user
+ * space and keeps working; tail -f and file watchers fall back to polling).
+ * EMFILE would read as "this process has too many open files" and send the
+ * user raising Limits.open_files in vain.  inotify (like dnotify below) would
+ * also let two sandboxes signal each other through the access events of a
+ * shared read-only file.
+ */
+static const char *const unbuilt[] = {
+    "io_setup",     "io_destroy",    "io_submit",    "io_cancel", "io_getevents", "io_pgetevents",
+    "inotify_init", "inotify_init1", "mq_open",      "mq_unlink", "mq_timedsend", "mq_timedreceive",
+    "mq_notify",    "mq_getsetattr", "memfd_secret", NULL};
+
+/*
+ * File locks: a lock a sandbox takes on a host file it may read (a SQLite
+ * database under a readable path, a shared library) stalls or fails the
+ * host's writers, and flock on a file two sandboxes share is a channel
+ * between them.  A filter cannot tell a host file from the sandbox's own
+ * tmpfs, so every lock request succeeds without being made: SCMP_ACT_ERRNO(0)
+ * returns 0 and skips the call.  Programs that lock their own files (SQLite in
+ * the working directory) keep working; F_GETLK and F_OFD_GETLK stay allowed
+ * and see only the host's locks.  The cost: processes of one sandbox do not
+ * exclude each other through locks.  ENOLCK would be worse: SQLite maps it to
+ * SQLITE_BUSY, and no database could be read at all.
+ */
+static const uint32_t faked_lock_commands[] = {F_SETLK, F_SETLKW, F_OFD_SETLK, F_OFD_SETLKW};
+/* A native 32-bit build's fcntl64 also takes the kernel's F_SETLK64 and
+ * F_SETLKW64 (13 and 14 there; the C library's names depend on its offset
+ * size, so the kernel's numbers are spelt out). */
+static const uint32_t faked_lock64_commands[] = {13, 14};
+
+/*
+ * fcntl commands refused outright: a lease (F_SETLEASE) on a file of the
+ * caller's (a non-root caller's sandbox owns them) stalls the host's writers
+ * for fs.lease-break-time; EACCES, what the kernel says to a process that does
+ * not own the file.  dnotify (F_NOTIFY) watches a directory, and its access
+ * events are the same channel as inotify's; EINVAL, what a kernel without
+ * dnotify says.
+ */
+static const struct {
+    uint32_t command;
+    int error;
+} refused_fcntl[] = {{F_SETLEASE, EACCES}, {F_NOTIFY, EINVAL}};
 
 /*
  * refuse_range: add rules that make syscall nr fail with action when the low
@@ -184,6 +239,68 @@ static int refuse_unix_addressing(scmp_filter_ctx ctx)
 }
 
 /*
+ * add_fcntl_rules: faked_lock_commands and refused_fcntl for syscall nr
+ * (fcntl, or a 32-bit build's fcntl64).  fcntl's command is an int: only the
+ * low 32 bits of its register decide, as the kernel reads them.  Returns 0
+ * or a negative errno from libseccomp.  Like add_rules: no GIL needed, never
+ * in the vfork child.
+ */
+static int add_fcntl_rules(scmp_filter_ctx ctx, int nr)
+{
+    size_t i;
+    int rc;
+    for (i = 0; i < sizeof faked_lock_commands / sizeof *faked_lock_commands; i++) {
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(0), nr, 1,
+                              SCMP_A1(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFu, faked_lock_commands[i]));
+        if (rc < 0)
+            return rc;
+    }
+    for (i = 0; i < sizeof refused_fcntl / sizeof *refused_fcntl; i++) {
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(refused_fcntl[i].error), nr, 1,
+                              SCMP_A1(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFu, refused_fcntl[i].command));
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/*
+ * add_budget_rules: the rules that keep the kernel budgets above out of the
+ * sandbox's reach (unbuilt, flock, add_fcntl_rules for fcntl and, where it
+ * exists, fcntl64 with its own lock commands).  Returns 0 or a negative errno
+ * from libseccomp.  Like add_rules: no GIL needed, never in the vfork child.
+ */
+static int add_budget_rules(scmp_filter_ctx ctx)
+{
+    const uint32_t faked = SCMP_ACT_ERRNO(0);
+    size_t i;
+    int rc, fcntl64;
+    for (i = 0; unbuilt[i] != NULL; i++) {
+        int nr = seccomp_syscall_resolve_name(unbuilt[i]);
+        if (nr == __NR_SCMP_ERROR)
+            continue;
+        if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0)) < 0)
+            return rc;
+    }
+    if ((rc = seccomp_rule_add(ctx, faked, SCMP_SYS(flock), 0)) < 0)
+        return rc;
+    fcntl64 = seccomp_syscall_resolve_name("fcntl64");
+    if ((rc = add_fcntl_rules(ctx, SCMP_SYS(fcntl))) < 0)
+        return rc;
+    if (fcntl64 == __NR_SCMP_ERROR)
+        return 0;
+    if ((rc = add_fcntl_rules(ctx, fcntl64)) < 0)
+        return rc;
+    for (i = 0; i < sizeof faked_lock64_commands / sizeof *faked_lock64_commands; i++) {
+        rc = seccomp_rule_add(ctx, faked, fcntl64, 1,
+                              SCMP_A1(SCMP_CMP_MASKED_EQ, 0xFFFFFFFFu, faked_lock64_commands[i]));
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/*
  * add_rules: every rule of the filter into ctx.  Returns 0 or a negative
  * errno from libseccomp.
  */
@@ -227,6 +344,8 @@ static int add_rules(scmp_filter_ctx ctx)
         if (rc < 0)
             return rc;
     }
+    if ((rc = add_budget_rules(ctx)) < 0)
+        return rc;
     /* Where socket and socketpair also exist as calls of socketcall (i386,
      * s390), libseccomp adds each rule to socketcall's SYS_SOCKET or
      * SYS_SOCKETPAIR without the family test, which cannot read arguments in

@@ -108,6 +108,8 @@ const char *sbx_stage_name(int stage)
         return "prctl(PR_SET_PDEATHSIG) in the child";
     case SBX_STAGE_RLIMIT:
         return "setrlimit in the child";
+    case SBX_STAGE_SCHED:
+        return "leaving a real-time scheduling policy in the child";
     case SBX_STAGE_CGROUP:
         return "joining the sandbox's cgroup in the child";
     case SBX_STAGE_DUP2:
@@ -145,6 +147,28 @@ CHILD_CODE static int child_set_rlimit(const struct sbx_rlimit *limit)
         unsigned long long cur, max;
     } value = {(unsigned long long)limit->soft, (unsigned long long)limit->hard};
     return (int)syscall(SYS_prlimit64, 0, limit->resource, &value, NULL);
+}
+
+/*
+ * child_leave_real_time: a real-time policy (SCHED_FIFO, SCHED_RR) the
+ * caller runs under becomes SCHED_OTHER, with the caller's nice value.  The
+ * kernel keeps a policy across fork and exec, and RLIMIT_RTPRIO 0 only stops
+ * a task from raising it: a sandbox of a real-time caller would otherwise
+ * run real-time, ahead of every normal task of the host.  Lowering needs no
+ * privilege.  Raw system calls (no libc state): async-signal-safe.  Returns
+ * 0, or -1 with errno set.
+ */
+CHILD_CODE static int child_leave_real_time(void)
+{
+    struct sched_param normal;
+    long policy = syscall(SYS_sched_getscheduler, 0);
+    if (policy < 0)
+        return -1;
+    if ((policy & ~SCHED_RESET_ON_FORK) != SCHED_FIFO &&
+        (policy & ~SCHED_RESET_ON_FORK) != SCHED_RR)
+        return 0;
+    memset(&normal, 0, sizeof normal);
+    return (int)syscall(SYS_sched_setscheduler, 0, SCHED_OTHER, &normal);
 }
 
 /* The layout of the records getdents64 returns. */
@@ -201,8 +225,9 @@ CHILD_CODE static int child_close_fds_from_proc(int lowest)
  *   1. every signal back to SIG_DFL: exec keeps ignored dispositions, and
  *      Python ignores SIGPIPE and SIGXFSZ, which the sandboxed program must
  *      see at their defaults;
- *   2. the resource limits (what prlimit(1) would do), and the sandbox's
- *      cgroups (writing "0" to their cgroup.procs moves this process, also
+ *   2. the resource limits (what prlimit(1) would do), a real-time
+ *      scheduling policy of the caller's left for SCHED_OTHER, and the
+ *      sandbox's cgroups (writing "0" to their cgroup.procs moves this process, also
  *      into the v2 group clone3 could not create it in), so that every
  *      process of the sandbox is born inside them;
  *   3. die with the spawning thread (PR_SET_PDEATHSIG), and at once if the
@@ -240,6 +265,8 @@ CHILD_CODE static int child_main(void *opaque)
         if (child_set_rlimit(&spec->rlimits[i]) != 0)
             child_fail(args, SBX_STAGE_RLIMIT);
     }
+    if (child_leave_real_time() != 0)
+        child_fail(args, SBX_STAGE_SCHED);
 
     for (i = 0; i < spec->n_cgroup_fds; i++) {
         if (write(spec->cgroup_fds[i], "0", 1) != 1)

@@ -96,6 +96,31 @@ def test_a_non_root_callers_low_hard_limit_is_clamped_in_both_apis(
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [0, "(64, 64)", "OK", "(64, 64)"]
 
 
+BUDGETS_BELOW_OURS = """
+import json, resource, sys
+sys.path.insert(0, SHARED)
+import pysandbox
+resource.setrlimit(resource.RLIMIT_SIGPENDING, (100, 100))
+resource.setrlimit(resource.RLIMIT_MEMLOCK, (4096, 4096))
+code = "import resource; print(resource.getrlimit(11), resource.getrlimit(8))"
+out = pysandbox.eval_in_sandbox(code)
+res = pysandbox.run_python(code)
+print(json.dumps([out.stdout, res.status.name, res.stdout.decode().strip()]))
+"""
+
+
+def test_a_non_root_callers_budgets_below_the_bounds_stay_its_own(
+    unprivileged_pysandbox: tuple[str, Path],
+) -> None:
+    """The kernel-budget rlimits every sandbox gets (``ALWAYS_RLIMITS``) only ever lower
+    a non-root caller's: a caller whose own hard limits are below them keeps its own."""
+    python, shared = unprivileged_pysandbox
+    out = run_unprivileged(python, f"SHARED = {str(shared)!r}\n" + BUDGETS_BELOW_OURS)
+    assert out.returncode == 0, out.stderr[-3000:]
+    inside = "(100, 100) (4096, 4096)"
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [inside, "OK", inside]
+
+
 def test_no_cgroup_is_left_once_the_reaper_drains() -> None:
     """The groups of finished sandboxes are removed after the call returns, by the
     reaper thread: once it drains, none of this process's groups is left, whichever API
