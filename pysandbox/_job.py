@@ -20,6 +20,7 @@ from ._limits import Limits
 from ._options import LIMIT_OPTIONS
 from ._run import as_bytes, check_argv, check_env, check_python
 from ._types import decode_text, encode_text
+from ._untrusted import check_int
 
 __all__ = ["Job", "JobId"]
 
@@ -34,6 +35,7 @@ _LIMIT_PARSERS = {option.field: option.parse for option in LIMIT_OPTIONS}
 
 def _check_id(value: object) -> JobId | None:
     if value is None or (isinstance(value, (str, int)) and not isinstance(value, bool)):
+        check_int(value, "id")
         return value
     raise TypeError(f"id must be a str, an int or None, not {type(value).__name__}")
 
@@ -77,6 +79,23 @@ def _check_readable(value: object) -> tuple[str, ...]:
         if "\0" in path or not path.startswith("/"):
             raise ValueError(f"readable paths must be absolute: {path!r}")
     return tuple(value)
+
+
+def _check_encodable(job: Job) -> None:
+    """``ValueError`` naming the field when a string of ``job`` is not UTF-8 text (a
+    lone surrogate, which JSON can escape): it could not reach the sandbox."""
+    strings: list[tuple[str, object]] = [("id", job.id), ("code", job.code)]
+    strings += [("argv", item) for item in job.argv or ()]
+    strings += [("args", item) for item in job.args]
+    strings += [("env", item) for pair in job.env.items() for item in pair]
+    strings += [("files", name) for name in job.files]
+    strings += [("readable", path) for path in job.readable]
+    for field, value in strings:
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError(f"{field}: {value!r:.60} is not UTF-8 text") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,6 +147,7 @@ class Job:
         check_env(self.env)
         object.__setattr__(self, "env", dict(self.env or {}))
         object.__setattr__(self, "readable", _check_readable(self.readable))
+        _check_encodable(self)
 
     def to_dict(self) -> dict[str, object]:
         """The job as a JSON-ready dict: ``id``, then ``argv`` or ``python``, then only the
