@@ -6,12 +6,15 @@ import base64
 import binascii
 import dataclasses
 import enum
+import math
 import signal as _signal
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
 from ._errors import SandboxFailure
+from ._escape import escape_report
 from ._file import File
+from ._untrusted import check_int
 
 if TYPE_CHECKING:
     # The rich reprs import ``_display`` when called: it imports this module.
@@ -135,7 +138,10 @@ def _field(data: Mapping[str, object], key: str, kind: type[_T]) -> _T:
         raise ValueError(f"{key}: missing")
     value = data[key]
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        raise ValueError(f"{key}: expected {kind.__name__}, got {value!r}")
+        raise ValueError(f"{key}: expected {kind.__name__}, got {value!r:.100}")
+    check_int(value, key)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{key}: expected a finite number, got {value!r}")
     return value
 
 
@@ -149,7 +155,7 @@ def _int_or_none(data: Mapping[str, object], key: str) -> int | None:
 def _seconds(data: Mapping[str, object], key: str) -> float:
     """``data[key]`` as float seconds when it is an int or a float, else ``ValueError``."""
     if isinstance(data.get(key), int) and not isinstance(data.get(key), bool):
-        return float(_field(data, key, int))
+        return float(_field(data, key, int))  # within 2**63: float() cannot overflow
     return _field(data, key, float)
 
 
@@ -160,8 +166,12 @@ def _stream(data: Mapping[str, object], key: str) -> bytes:
 
 
 def _tail(data: bytes, truncated: bool) -> str:
-    """The last ``CHECK_TAIL_LINES`` lines of ``data``, decoded with replacement."""
-    lines = data.decode("utf-8", "replace").splitlines()
+    """The last ``CHECK_TAIL_LINES`` lines of ``data``, decoded with replacement, control
+    characters and CI log commands escaped (``_escape.escape_report``): the tails reach
+    terminals and CI logs inside pytest reports and ``SandboxFailure``."""
+    lines = escape_report(data.decode("utf-8", "replace")).split("\n")
+    if lines[-1] == "":
+        lines.pop()
     if not lines:
         return "(empty)"
     shown = lines[-CHECK_TAIL_LINES:]

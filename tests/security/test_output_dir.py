@@ -11,6 +11,7 @@ rules.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 from pathlib import Path
@@ -80,7 +81,7 @@ def test_a_result_writes_no_dot_name_and_no_executable_bit_unless_asked(
 
 def test_a_non_empty_directory_is_refused_before_anything_runs(tmp_path: Path) -> None:
     (tmp_path / "mine.txt").write_text("the host's own")
-    with pytest.raises(OutputDirError, match=f"{tmp_path} is not empty"):
+    with pytest.raises(OutputDirError, match=f"{re.escape(str(tmp_path))} is not empty"):
         prepare(str(tmp_path))
     hidden_only = tmp_path / "hidden-only"
     hidden_only.mkdir()
@@ -107,7 +108,8 @@ def test_the_command_line_refuses_a_work_tree_and_git_runs_no_hook(tmp_path: Pat
     program = (
         f"mkdir -p .git/hooks && printf '{hook}' > .git/hooks/post-commit && "
         "chmod 755 .git/hooks/post-commit && mkdir a && echo x > a/.hidden && "
-        "echo y > tool && chmod +x tool && echo z > plain.txt; (echo w > ../escape) 2>/dev/null; true"
+        "echo y > tool && chmod +x tool && echo z > plain.txt; "
+        "(echo w > ../escape) 2>/dev/null; true"
     )
     before = _tree(work)
     done = subprocess.run(
