@@ -123,8 +123,9 @@ def _files(result: Result) -> str:
     listed = []
     for name in names[:LISTED_FILES]:
         size = size_text(len(result.files[name]))
+        shown = escape_controls(name)  # a name from the sandbox: no escapes reach a terminal
         listed.append(
-            f"{name} ({size}, executable)" if name in result.executables else f"{name} ({size})"
+            f"{shown} ({size}, executable)" if name in result.executables else f"{shown} ({size})"
         )
     if len(names) > LISTED_FILES:
         listed.append(f"and {len(names) - LISTED_FILES} more")

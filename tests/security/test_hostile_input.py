@@ -109,6 +109,22 @@ def test_from_dict_of_anything_is_a_job_or_a_value_or_type_error(data: dict[str,
     _job_or_error(data)
 
 
+RESULT_KEYS = [
+    "id", "status", "returncode", "signal", "stdout", "stdout_encoding", "stdout_truncated",
+    "stderr", "stderr_encoding", "stderr_truncated", "wall_time", "cpu_time", "max_rss",
+    "files", "files_truncated", "queued_time", "error", "error_type",
+]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(RESULT_KEYS), JSON_VALUES))
+def test_outcome_from_dict_of_anything_is_an_outcome_or_a_value_error(
+    data: dict[str, object],
+) -> None:
+    with contextlib.suppress(ValueError):
+        Outcome.from_dict(data)
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     st.binary(max_size=200)
