@@ -40,6 +40,7 @@ from ._results_file import ResultsFileError
 from ._run import run, run_python
 from ._selftest import selftest
 from ._types import Result
+from ._untrusted import bounded_lines
 from ._verdict import LIMIT_STATUSES, describe
 
 __all__ = [
@@ -525,8 +526,8 @@ def _job_lines(path: str) -> int | None:
     total), read in one streaming pass; None for stdin or a pipe."""
     if path == "-" or not os.path.isfile(path):
         return None
-    with open(path, "rb") as stream:
-        return sum(1 for line in stream if line.strip())
+    with open(path, "rb") as stream:  # a line of any length costs 64 KiB
+        return sum(1 for line in bounded_lines(stream, 1 << 16) if line.strip())
 
 
 def _batch_command(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:

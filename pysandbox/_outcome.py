@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from ._types import Result
-from ._untrusted import check_int
+from ._untrusted import check_int, shown
 
 __all__ = ["ERROR", "Outcome"]
 
@@ -70,13 +70,13 @@ class Outcome:
             raise ValueError(f"an outcome must be a mapping, not {type(data).__name__}")
         job_id = data.get("id")
         if job_id is not None and (not isinstance(job_id, (str, int)) or isinstance(job_id, bool)):
-            raise ValueError(f"id: expected a string, an int or null, got {job_id!r:.100}")
+            raise ValueError(f"id: expected a string, an int or null, got {shown(job_id)}")
         check_int(job_id, "id")
         if "error" not in data:
             return cls(job_id, Result.from_dict({k: v for k, v in data.items() if k != "id"}))
         for key in ("error", "error_type"):
             if not isinstance(data.get(key), str):
-                raise ValueError(f"{key}: expected a string, got {data.get(key)!r}")
+                raise ValueError(f"{key}: expected a string, got {shown(data.get(key))}")
         extra = set(data) - {"id", "error", "error_type"}
         if extra:
             raise ValueError(f"{sorted(extra)[0]}: not a key of an error outcome")

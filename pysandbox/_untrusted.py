@@ -16,6 +16,7 @@ import itertools
 import json
 import math
 import re
+import reprlib
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
@@ -27,6 +28,7 @@ __all__ = [
     "bounded_lines",
     "check_int",
     "loads",
+    "shown",
 ]
 
 #: Levels of arrays and objects a JSON line may nest (a job needs 3).
@@ -36,8 +38,10 @@ MAX_DIGITS = 19
 #: The largest magnitude of a JSON integer (a C ``int64_t`` holds it).
 MAX_INT = 2**63 - 1
 
-#: A JSON string, escapes included (never backtracks: the alternatives are disjoint).
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+#: A JSON string, escapes included: runs of plain bytes and each escape between them,
+#: up to its closing quote or the end of the data.  It always matches where it starts,
+#: so the regex engine never backtracks or retries: one linear pass over any input.
+_STRING = re.compile(rb'"[^"\\]*(?:\\(?:.|\Z)[^"\\]*)*(?:"|\Z)', re.DOTALL)
 #: Every byte but the four brackets, deleted before the brackets are counted.
 _NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
 #: How each bracket moves the depth.
@@ -97,6 +101,16 @@ def loads(data: bytes, *, max_bytes: int | None) -> Any:
     except UnicodeDecodeError as exc:
         raise UntrustedInputError(f"not UTF-8 text: {exc}") from None
     return json.loads(text, parse_int=_int, parse_float=_float, parse_constant=_constant)
+
+
+def shown(value: object, width: int = 80) -> str:
+    """``repr(value)`` for an error message, cut at ``width`` characters: a hostile value
+    (a huge list, a string of megabytes, an int past Python's digit limit, whose
+    ``repr`` raises) never makes the message huge or the formatting fail."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"an int of {value.bit_length()} bits"
+    text = reprlib.repr(value)
+    return text if len(text) <= width else f"{text[: width - 3]}..."
 
 
 def check_int(value: object, what: str) -> None:

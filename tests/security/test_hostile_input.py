@@ -80,6 +80,11 @@ def test_from_dict_bounds_the_numbers_of_a_callers_dict() -> None:
         Job.from_dict({"id": 10**400, "python": "pass"})
     with pytest.raises(ValueError, match=r"limits\.memory"):
         Job.from_dict({"python": "pass", "limits": {"memory": "9" * 400}})
+    with pytest.raises(ValueError, match=r"limits\.memory"):  # repr() of it would raise
+        Job.from_dict({"python": "pass", "limits": {"memory": 10**5000}})
+    with pytest.raises(ValueError, match="env: expected an object") as raised:
+        Job.from_dict({"python": "pass", "env": ["x" * 10**6]})
+    assert len(str(raised.value)) < 200
     base = {"id": 1, "status": "OK", "returncode": 0, "signal": None, "stdout": "",
             "stdout_encoding": "utf-8", "stdout_truncated": False, "stderr": "",
             "stderr_encoding": "utf-8", "stderr_truncated": False, "wall_time": 0.1,
