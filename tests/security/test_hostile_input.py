@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,6 @@ from test_cli import assert_usage_error, cli
 from pysandbox import Job, Outcome
 from pysandbox._options import parse_count, parse_seconds, parse_size
 from pysandbox._results_file import ResultsFile, ResultsFileError
-from pysandbox._untrusted import loads
 
 DEEP = b"[" * 10**5 + b"]" * 10**5
 BIG = "9" * 400
@@ -66,6 +66,8 @@ def _job_or_error(data: object) -> None:
 
 @pytest.mark.parametrize("line", LINES, ids=range(len(LINES)))
 def test_each_hostile_line_is_refused_by_the_parser_or_by_from_dict(line: bytes) -> None:
+    from pysandbox._untrusted import loads
+
     try:
         data = loads(line, max_bytes=2**20)
     except ValueError:
@@ -73,6 +75,19 @@ def test_each_hostile_line_is_refused_by_the_parser_or_by_from_dict(line: bytes)
     _job_or_error(data)
     with pytest.raises((TypeError, ValueError)):
         Outcome.from_dict(data)  # type: ignore[arg-type]
+
+
+def test_the_pre_scan_is_linear_on_strings_of_quotes_and_backslashes() -> None:
+    """A backtracking string pattern took hours on these (every quote a new start that
+    scans to the end); each is one pass (a tenth of a second idle; the bound is for a
+    loaded machine)."""
+    from pysandbox._untrusted import loads
+
+    for hostile in [b'"\\' * 500_000, b'"' * 10**6, b'["\\"]' * 200_000]:
+        started = time.monotonic()
+        with contextlib.suppress(ValueError):
+            loads(hostile, max_bytes=None)
+        assert time.monotonic() - started < 30
 
 
 def test_from_dict_bounds_the_numbers_of_a_callers_dict() -> None:
@@ -136,6 +151,8 @@ def test_outcome_from_dict_of_anything_is_an_outcome_or_a_value_error(
     | st.text(max_size=200).map(lambda t: t.encode("utf-8", "surrogatepass"))
 )
 def test_loads_of_any_bytes_is_a_value_or_a_value_error(line: bytes) -> None:
+    from pysandbox._untrusted import loads
+
     with contextlib.suppress(ValueError):
         _job_or_error(loads(line, max_bytes=2**20))
 
