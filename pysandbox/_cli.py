@@ -118,9 +118,10 @@ class _ReaderGone(Exception):
 
 
 def _on_terminal(stream: TextIO) -> bool:
-    """Whether ``stream`` is a terminal that takes escape sequences (not ``TERM=dumb``)."""
+    """Whether ``stream`` is a terminal (whatever ``TERM`` says: a program's escapes are
+    escaped on any)."""
     try:
-        return stream.isatty() and os.environ.get("TERM") != "dumb"
+        return stream.isatty()
     except ValueError:  # closed
         return False
 
@@ -133,8 +134,9 @@ _OWN_LINE_END = "\x1b[0m"
 
 def _say(message: str) -> None:
     """Write one of our own lines (``pysandbox: ...``) to stderr; on a terminal after a
-    reset and in bold, so no output of the program can conceal it or pass for it."""
-    if _on_terminal(sys.stderr):
+    reset and in bold, so no output of the program can conceal it or pass for it (not
+    on a ``TERM=dumb`` terminal, which shows escapes as they are)."""
+    if _on_terminal(sys.stderr) and os.environ.get("TERM") != "dumb":
         message = f"{_OWN_LINE_START}{message}{_OWN_LINE_END}"
     print(message, file=sys.stderr, flush=True)
 
@@ -347,14 +349,14 @@ def _report(result: Result, inputs: _Inputs, options: argparse.Namespace) -> int
         status = EXIT_SANDBOX_ERROR
     if inputs.passthrough is not None:
         inputs.passthrough.finish()
-        if not inputs.passthrough.ends_line:
-            sys.stderr.write("\n")
+        if not options.quiet:
+            lines.append(f"pysandbox: {describe(result, inputs.limits)}")
+        if lines and not inputs.passthrough.ends_line:
+            sys.stderr.write("\n")  # our lines start lines of their own
     for line in lines:
         _say(line)
     if inputs.passthrough is None:
         print(json.dumps(result.to_dict()))
-    elif not options.quiet:
-        _say(f"pysandbox: {describe(result, inputs.limits)}")
     return status
 
 
