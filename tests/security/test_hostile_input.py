@@ -166,7 +166,7 @@ def test_option_parsers_raise_only_argument_type_error(text: str) -> None:
 
 
 @pytest.mark.no_bwrap
-@pytest.mark.parametrize("value", VALUES[:5])
+@pytest.mark.parametrize("value", [value for value in VALUES if "\0" not in value])  # argv: no NUL
 @pytest.mark.parametrize("option", ["--memory", "--cpu-time", "--processes", "--max-concurrent"])
 def test_hostile_option_values_are_usage_errors(option: str, value: str) -> None:
     if option == "--max-concurrent":
@@ -182,7 +182,7 @@ def test_the_magic_turns_hostile_values_into_usage_errors() -> None:
 
     shell = InteractiveShell.instance()
     shell.run_line_magic("load_ext", "pysandbox")
-    for value in VALUES[:5]:
+    for value in VALUES:
         with pytest.raises(UsageError):
             shell.run_cell_magic("sandbox", f"--memory {value}", "print(1)")
 
