@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 from callers import Caller
 from helpers import slow
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from inner_pytest import run_pytest
 from test_cli import SCRIPT, cli
 
@@ -33,6 +35,7 @@ while True:
     pass
 """
 RAW = ("\x1b]52", "\x1b[2J", "\x1b[8m", "\x07")
+BIDI = "".join(map(chr, [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]))
 
 
 def _assert_escaped(text: str) -> None:
@@ -112,3 +115,17 @@ def test_to_a_pipe_the_output_stays_byte_exact() -> None:
     assert done.returncode == 124
     assert done.stdout.startswith(b"\x1b]52;c;ZXZpbA==\x07\x1b[2J\x1b[8mhidden\n"), done.stdout
     assert done.stderr.decode().splitlines()[-1].startswith("pysandbox: cpu_time_exceeded")
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text())
+def test_escaped_text_holds_no_control_character_but_newline_and_tab(text: str) -> None:
+    from pysandbox._escape import escape_report
+
+    for char in escape_report(text):
+        assert char in "\n\t" or not (
+            ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0 or char in BIDI
+        ), repr(char)
+    lines = escape_report(text).split("\n")
+    assert not any(line.lstrip(" \t").startswith("::") for line in lines)
+    assert not any("##vso[" in line or line.lstrip(" \t").startswith("##[") for line in lines)

@@ -248,3 +248,15 @@ def test_a_batch_with_hostile_lines_on_a_cluster(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr.decode()
     _check_outcomes(results)
+
+
+def test_a_line_past_the_cap_is_one_line_and_costs_the_cap() -> None:
+    import io
+
+    from pysandbox._untrusted import bounded_lines, loads
+
+    stream = io.BytesIO(b'{"python": "1"}\n' + b"x" * 10_000 + b'\n{"python": "2"}')
+    lines = list(bounded_lines(stream, 100))
+    assert lines == [b'{"python": "1"}\n', b"x" * 101, b'{"python": "2"}']
+    with pytest.raises(ValueError, match="longer than 100 bytes"):
+        loads(lines[1], max_bytes=100)
