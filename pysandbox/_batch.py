@@ -16,7 +16,7 @@ import dataclasses
 import json
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, BinaryIO
 
 from ._job import Job, JobId
 from ._launch import CancelEvent
@@ -25,8 +25,21 @@ from ._outcome import Outcome
 from ._progress import open_bar
 from ._results_file import ResultsFile
 from ._runner import Runner
+from ._untrusted import bounded_lines, loads
 
-__all__ = ["BatchReport", "DuplicateIdError", "JobLineError", "open_results", "run_batch"]
+__all__ = [
+    "MAX_JOB_LINE_BYTES",
+    "BatchReport",
+    "DuplicateIdError",
+    "JobLineError",
+    "job_lines",
+    "open_results",
+    "run_batch",
+]
+
+#: The longest job line (its stdin and files included): a longer one is an error
+#: outcome, and reading it costs at most this much memory.
+MAX_JOB_LINE_BYTES = 256 * 2**20
 
 
 class JobLineError(ValueError):
@@ -105,20 +118,21 @@ def _valid_id(value: object) -> JobId | None:
 def _parse(number: int, line: bytes) -> Job:
     """The job on line ``number``, its id the line number when it gives none; a
     ``_Rejected`` carrying the reason (and the line's id, if it has a valid one) when
-    the line is not a job."""
+    the line is not a job: too long, too deep, a number out of range, not UTF-8, not
+    JSON, not a job (``_untrusted.loads`` bounds the parse itself)."""
     try:
-        data = json.loads(line)
+        data = loads(line, max_bytes=MAX_JOB_LINE_BYTES)
     except json.JSONDecodeError as exc:
         return _rejected(
             number, JobLineError(f"line {number}: bad JSON: {exc.msg}, column {exc.colno}")
         )
-    except ValueError as exc:  # not UTF-8 (UnicodeDecodeError)
-        return _rejected(number, JobLineError(f"line {number}: not UTF-8 text: {exc}"))
+    except ValueError as exc:  # UntrustedInputError: too long, deep, big, not UTF-8
+        return _rejected(number, JobLineError(f"line {number}: {exc}"))
     given = _valid_id(data.get("id")) if isinstance(data, dict) else None
     job_id = number if given is None else given
     try:
         job = Job.from_dict(data)
-    except ValueError as exc:
+    except (TypeError, ValueError) as exc:
         return _rejected(job_id, JobLineError(f"line {number}: {exc}"))
     return job if job.id is not None else dataclasses.replace(job, id=number)
 
@@ -155,6 +169,12 @@ def read_jobs(
                     f"{first_line[job.id]}; ids must be unique"
                 ),
             )
+
+
+def job_lines(stream: BinaryIO) -> Iterator[bytes]:
+    """The lines of the jobs file ``stream`` for ``run_batch``, each cut past
+    ``MAX_JOB_LINE_BYTES`` (the cut line becomes an error outcome)."""
+    return bounded_lines(stream, MAX_JOB_LINE_BYTES)
 
 
 def open_results(path: str) -> ResultsFile:

@@ -15,6 +15,7 @@ bare ``python -m pysandbox`` is the demo, and ``--selftest`` is ``selftest``.
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
 import dataclasses
 import importlib.util
@@ -30,14 +31,16 @@ from typing import Any, BinaryIO, Callable, NoReturn, TextIO
 from . import __version__
 from ._demo import demo
 from ._errors import SandboxError
+from ._escape import escape_controls
 from ._file import File
 from ._limits import Limits
-from ._options import add_limit_options, limits_from
-from ._output_dir import OutputDirError, prepare, write_files
+from ._options import add_limit_options, limits_from, refuse_long
+from ._output_dir import OutputDir, OutputDirError, prepare, write_files
 from ._results_file import ResultsFileError
 from ._run import run, run_python
 from ._selftest import selftest
 from ._types import Result
+from ._untrusted import bounded_lines
 from ._verdict import LIMIT_STATUSES, describe
 
 __all__ = [
@@ -61,9 +64,12 @@ EXIT_USAGE = 2
 #: A limit ended the run (any ``Status`` that is a limit), as ``timeout(1)`` says 124.
 EXIT_LIMIT = 124
 #: pysandbox itself failed: the sandbox could not start the program (``SandboxError``:
-#: no bwrap, no such program...), or ``--output-dir`` could not be written; as
+#: no bwrap, no such program...), or an ``--output-dir`` file was refused (a name with
+#: a dot part, without ``--dotfiles``) or could not be written; as
 #: ``env(1)`` and ``docker run`` say 125.
 EXIT_SANDBOX_ERROR = 125
+#: The largest ``--max-concurrent`` and ``--warm``: far more than any host runs.
+MAX_WHOLE_NUMBER = 1_000_000
 #: Seconds ``batch --scheduler`` tries to reach the scheduler before it gives up (125).
 SCHEDULER_TIMEOUT = 10.0
 #: Added to the number of the signal that killed the program (139 for SIGSEGV).
@@ -83,7 +89,7 @@ exit status:
   128+N   signal N killed the program and no limit explains it (139: SIGSEGV)
   {EXIT_LIMIT}     a limit ended the run: CPU or wall time, memory, output, ...
   {EXIT_SANDBOX_ERROR}     the sandbox could not start the program (no bwrap, no such program...),
-          or --output-dir could not be written
+          or an --output-dir file was refused (a dot name) or could not be written
   {EXIT_USAGE}       bad options or arguments; nothing ran
   {EXIT_INTERRUPTED}     interrupted (Ctrl-C); the sandbox was killed
   {EXIT_TERMINATED}     terminated (SIGTERM); the sandbox was killed
@@ -111,15 +117,55 @@ class _ReaderGone(Exception):
         self.fd = fd
 
 
+def _on_terminal(stream: TextIO) -> bool:
+    """Whether ``stream`` is a terminal (whatever ``TERM`` says: a program's escapes are
+    escaped on any)."""
+    try:
+        return stream.isatty()
+    except ValueError:  # closed
+        return False
+
+
+#: Before and after each of our own lines on a terminal: reset every attribute, then
+#: bold, which the program's escaped output can never set.
+_OWN_LINE_START = "\x1b[0m\x1b[1m"
+_OWN_LINE_END = "\x1b[0m"
+
+
+def _say(message: str) -> None:
+    """Write one of our own lines (``pysandbox: ...``) to stderr; on a terminal after a
+    reset and in bold, so no output of the program can conceal it or pass for it (not
+    on a ``TERM=dumb`` terminal, which shows escapes as they are)."""
+    if _on_terminal(sys.stderr) and os.environ.get("TERM") != "dumb":
+        message = f"{_OWN_LINE_START}{message}{_OWN_LINE_END}"
+    print(message, file=sys.stderr, flush=True)
+
+
 class _Passthrough:
     """Writes the program's output bytes to our stdout and stderr as they arrive (each
     chunk flushed at once), and knows whether the last byte written ended a line (so the
-    verdict starts on a line of its own)."""
+    verdict starts on a line of its own).
+
+    To a pipe or a file the bytes go as they are.  To a terminal they are decoded as
+    UTF-8 (invalid bytes as ``\\xNN``) and every control character but newline and tab
+    is written as a visible escape (``_escape.escape_controls``): the program cannot
+    move the cursor, clear, conceal or set attributes, so it cannot hide or fake our
+    verdict line."""
 
     def __init__(self) -> None:
         self.ends_line = True
+        self._decoders = {
+            name: codecs.getincrementaldecoder("utf-8")("backslashreplace")
+            for name in ("stdout", "stderr")
+            if _on_terminal(getattr(sys, name))
+        }
 
-    def _write(self, stream: TextIO, chunk: bytes) -> None:
+    def _write(self, name: str, chunk: bytes, final: bool = False) -> None:
+        stream: TextIO = getattr(sys, name)
+        decoder = self._decoders.get(name)
+        if decoder is not None:
+            text = escape_controls(decoder.decode(chunk, final))
+            chunk = text.encode(stream.encoding or "utf-8", "backslashreplace")
         if chunk:
             try:
                 stream.flush()
@@ -131,11 +177,16 @@ class _Passthrough:
 
     def stdout(self, chunk: bytes) -> None:
         """Write ``chunk`` of the program's stdout to ours."""
-        self._write(sys.stdout, chunk)
+        self._write("stdout", chunk)
 
     def stderr(self, chunk: bytes) -> None:
         """Write ``chunk`` of the program's stderr to ours."""
-        self._write(sys.stderr, chunk)
+        self._write("stderr", chunk)
+
+    def finish(self) -> None:
+        """Write what a terminal's decoder still holds (a character cut at the end)."""
+        for name in self._decoders:
+            self._write(name, b"", final=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,6 +200,8 @@ class _Inputs:
     readable: list[str]
     #: Where the program's output goes as it arrives; None with ``--json``.
     passthrough: _Passthrough | None
+    #: ``--output-dir``, created or checked empty, held open; None without it.
+    output_dir: OutputDir | None
 
     @property
     def on_stdout(self) -> Callable[[bytes], None] | None:
@@ -239,13 +292,20 @@ def _inputs(parser: argparse.ArgumentParser, options: argparse.Namespace) -> _In
         env=_pairs(parser, "--env", options.env),
         readable=[os.path.abspath(path) for path in options.readable],
         passthrough=None if options.json else _Passthrough(),
+        output_dir=_output_dir(parser, options.output_dir),
     )
-    if options.output_dir is not None:
-        try:
-            prepare(options.output_dir)
-        except OutputDirError as exc:
-            parser.error(f"argument --output-dir: {exc}")
     return inputs
+
+
+def _output_dir(parser: argparse.ArgumentParser, path: str | None) -> OutputDir | None:
+    """``--output-dir`` made ready (created, or checked empty) and open; a usage error
+    naming it otherwise."""
+    if path is None:
+        return None
+    try:
+        return prepare(path)
+    except OutputDirError as exc:
+        parser.error(f"argument --output-dir: {exc}")
 
 
 def _program(options: argparse.Namespace) -> list[str]:
@@ -254,21 +314,49 @@ def _program(options: argparse.Namespace) -> list[str]:
     return argv[1:] if argv[:1] == ["--"] else argv
 
 
+def _write_output(result: Result, inputs: _Inputs, options: argparse.Namespace) -> list[str]:
+    """Write the output files into ``--output-dir``; our lines about what was refused or
+    failed (empty when every file was written as it was)."""
+    assert inputs.output_dir is not None
+    lines = []
+    with inputs.output_dir as directory:
+        try:
+            written = write_files(
+                directory,
+                result.files,
+                result.executables,
+                dotfiles=options.dotfiles,
+                keep_modes=options.keep_modes,
+            )
+        except OutputDirError as exc:
+            return [f"pysandbox: error: {exc}"]
+    for name, reason in written.refused:
+        lines.append(f"pysandbox: error: refused the output file {name!r}: {reason}")
+    for name in written.modes_dropped:
+        lines.append(
+            f"pysandbox: wrote {name!r} without its executable bit (--keep-modes keeps it)"
+        )
+    return lines
+
+
 def _report(result: Result, inputs: _Inputs, options: argparse.Namespace) -> int:
     """Write the output files, then the JSON object or the verdict line (the output has
-    passed through already); return the exit status."""
+    passed through already); return the exit status: ``EXIT_SANDBOX_ERROR`` when an
+    output file was refused or could not be written."""
     status = exit_status(result)
-    if options.output_dir is not None:
-        try:
-            write_files(options.output_dir, result.files, result.executables)
-        except OutputDirError as exc:
-            print(f"pysandbox: error: {exc}", file=sys.stderr)
-            status = EXIT_SANDBOX_ERROR
+    lines = [] if inputs.output_dir is None else _write_output(result, inputs, options)
+    if any(line.startswith("pysandbox: error: ") for line in lines):
+        status = EXIT_SANDBOX_ERROR
+    if inputs.passthrough is not None:
+        inputs.passthrough.finish()
+        if not options.quiet:
+            lines.append(f"pysandbox: {describe(result, inputs.limits)}")
+        if lines and not inputs.passthrough.ends_line:
+            sys.stderr.write("\n")  # our lines start lines of their own
+    for line in lines:
+        _say(line)
     if inputs.passthrough is None:
         print(json.dumps(result.to_dict()))
-    elif not options.quiet:
-        newline = "" if inputs.passthrough.ends_line else "\n"
-        print(f"{newline}pysandbox: {describe(result, inputs.limits)}", file=sys.stderr)
     return status
 
 
@@ -362,12 +450,17 @@ def _whole_number(least: int) -> Callable[[str], int]:
     ``--max-concurrent`` (1) and ``--warm`` (0, none)."""
 
     def parse(text: str) -> int:
+        refuse_long(text)
         try:
+            if not text.isascii():  # int() takes any script's digits
+                raise ValueError(text)
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a whole number; got {text!r}") from None
         if value < least:
             raise argparse.ArgumentTypeError(f"must be at least {least}, got {text!r}")
+        if value > MAX_WHOLE_NUMBER:
+            raise argparse.ArgumentTypeError(f"must be at most {MAX_WHOLE_NUMBER}, got {text!r}")
         return value
 
     return parse
@@ -435,12 +528,12 @@ def _job_lines(path: str) -> int | None:
     total), read in one streaming pass; None for stdin or a pipe."""
     if path == "-" or not os.path.isfile(path):
         return None
-    with open(path, "rb") as stream:
-        return sum(1 for line in stream if line.strip())
+    with open(path, "rb") as stream:  # a line of any length costs 64 KiB
+        return sum(1 for line in bounded_lines(stream, 1 << 16) if line.strip())
 
 
 def _batch_command(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
-    from ._batch import BatchReport, open_results, run_batch  # imports asyncio: only here
+    from ._batch import BatchReport, job_lines, open_results, run_batch  # imports asyncio
 
     if options.progress and importlib.util.find_spec("tqdm") is None:
         parser.error("--progress needs tqdm: pip install pysandbox[progress]")
@@ -469,7 +562,7 @@ def _batch_command(parser: argparse.ArgumentParser, options: argparse.Namespace)
     try:
         with results, jobs, client if client is not None else contextlib.nullcontext():
             run_batch(
-                jobs,
+                job_lines(jobs),
                 results,
                 report,
                 limits=limits_from(options),
@@ -584,8 +677,20 @@ def _add_run_options(command: argparse.ArgumentParser) -> None:
     io.add_argument(
         "--output-dir",
         metavar="DIR",
-        help="write the files left in /sandbox into DIR (made if missing); existing files "
-        "of the same names are replaced, symlinks in DIR are never followed",
+        help="write the files left in /sandbox into DIR, which must be missing (it is made) "
+        "or empty; a name with a part starting with a dot is refused, executable bits are "
+        "dropped (see --dotfiles, --keep-modes); a refused file is named on stderr and the "
+        f"exit status is {EXIT_SANDBOX_ERROR}",
+    )
+    io.add_argument(
+        "--dotfiles",
+        action="store_true",
+        help="with --output-dir: also write names with a part starting with a dot",
+    )
+    io.add_argument(
+        "--keep-modes",
+        action="store_true",
+        help="with --output-dir: keep the executable bit of the files the program made executable",
     )
     io.add_argument(
         "--json",
@@ -685,7 +790,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _fail(options: argparse.Namespace | None, kind: str, message: str, status: int) -> int:
     """Report an error that left no result: on stderr, and as JSON with ``--json``."""
-    print(f"pysandbox: {kind.replace('_', ' ')}: {message}", file=sys.stderr)
+    _say(f"pysandbox: {kind.replace('_', ' ')}: {message}")
     if options is not None and getattr(options, "json", False):
         print(json.dumps({"error": message, "kind": kind}))
     return status

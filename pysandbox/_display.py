@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING, Protocol
 
+from ._escape import escape_controls
 from ._limits import Limits
 from ._types import ProcessOutput, Result, Status, _ending, _signal_name
 from ._verdict import describe, describe_parts, size_text
@@ -103,8 +104,10 @@ def _stream_title(name: str, text: str, truncated: bool) -> str:
 
 
 def _stream_text(name: str, text: str, truncated: bool) -> str:
+    """The titled, folded text form of one stream, its control characters escaped (a
+    terminal IPython prints it)."""
     title = f"--- {_stream_title(name, text, truncated)} ---"
-    return f"{title}\n{fold(text)}" if text else title
+    return f"{title}\n{fold(escape_controls(text))}" if text else title
 
 
 def _numbers(result: Result) -> str:
@@ -120,8 +123,9 @@ def _files(result: Result) -> str:
     listed = []
     for name in names[:LISTED_FILES]:
         size = size_text(len(result.files[name]))
+        shown = escape_controls(name)  # a name from the sandbox: no escapes reach a terminal
         listed.append(
-            f"{name} ({size}, executable)" if name in result.executables else f"{name} ({size})"
+            f"{shown} ({size}, executable)" if name in result.executables else f"{shown} ({size})"
         )
     if len(names) > LISTED_FILES:
         listed.append(f"and {len(names) - LISTED_FILES} more")

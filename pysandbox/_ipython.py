@@ -23,6 +23,7 @@ from collections.abc import Callable, MutableMapping, Sequence
 from typing import NoReturn, Protocol
 
 from ._display import verdict_html, verdict_text
+from ._escape import escape_controls
 from ._file import File
 from ._options import add_limit_options, limits_from
 from ._run import run_python
@@ -154,7 +155,9 @@ def _environment(pairs: Sequence[str]) -> dict[str, str]:
 class _LiveStream:
     """Writes each chunk of the program's output to ``sys.<name>`` as it arrives,
     decoded incrementally (a character split between chunks stays whole; invalid UTF-8
-    becomes U+FFFD).  The stream is looked up at each write: the kernel may swap it."""
+    becomes U+FFFD).  The stream is looked up at each write: the kernel may swap it.
+    On a terminal (a terminal IPython) the control characters are escaped, as the
+    command line does, so the output cannot hide or fake the verdict after it."""
 
     def __init__(self, name: str) -> None:
         self._name = name
@@ -173,6 +176,8 @@ class _LiveStream:
     def _write(self, text: str) -> None:
         if text:
             stream = getattr(sys, self._name)
+            if callable(getattr(stream, "isatty", None)) and stream.isatty():
+                text = escape_controls(text)
             stream.write(text)
             stream.flush()
 

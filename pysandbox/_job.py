@@ -20,6 +20,7 @@ from ._limits import Limits
 from ._options import LIMIT_OPTIONS
 from ._run import as_bytes, check_argv, check_env, check_python
 from ._types import decode_text, encode_text
+from ._untrusted import check_int, shown
 
 __all__ = ["Job", "JobId"]
 
@@ -34,6 +35,7 @@ _LIMIT_PARSERS = {option.field: option.parse for option in LIMIT_OPTIONS}
 
 def _check_id(value: object) -> JobId | None:
     if value is None or (isinstance(value, (str, int)) and not isinstance(value, bool)):
+        check_int(value, "id")
         return value
     raise TypeError(f"id must be a str, an int or None, not {type(value).__name__}")
 
@@ -61,7 +63,7 @@ def _check_files(value: object) -> dict[str, File]:
             raise TypeError(f"files: names must be str, not {type(name).__name__}")
         problem = name_problem(name)
         if problem is not None:
-            raise ValueError(f"files: the name {name!r} {problem}")
+            raise ValueError(f"files: the name {shown(name)} {problem}")
         files[name] = content if isinstance(content, File) else File(content)
     return files
 
@@ -75,8 +77,25 @@ def _check_readable(value: object) -> tuple[str, ...]:
         if not isinstance(path, str):
             raise TypeError(f"readable items must be str, not {type(path).__name__}")
         if "\0" in path or not path.startswith("/"):
-            raise ValueError(f"readable paths must be absolute: {path!r}")
+            raise ValueError(f"readable paths must be absolute: {shown(path)}")
     return tuple(value)
+
+
+def _check_encodable(job: Job) -> None:
+    """``ValueError`` naming the field when a string of ``job`` is not UTF-8 text (a
+    lone surrogate, which JSON can escape): it could not reach the sandbox."""
+    strings: list[tuple[str, object]] = [("id", job.id), ("code", job.code)]
+    strings += [("argv", item) for item in job.argv or ()]
+    strings += [("args", item) for item in job.args]
+    strings += [("env", item) for pair in job.env.items() for item in pair]
+    strings += [("files", name) for name in job.files]
+    strings += [("readable", path) for path in job.readable]
+    for field, value in strings:
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError(f"{field}: {value!r:.60} is not UTF-8 text") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,6 +147,7 @@ class Job:
         check_env(self.env)
         object.__setattr__(self, "env", dict(self.env or {}))
         object.__setattr__(self, "readable", _check_readable(self.readable))
+        _check_encodable(self)
 
     def to_dict(self) -> dict[str, object]:
         """The job as a JSON-ready dict: ``id``, then ``argv`` or ``python``, then only the
@@ -201,7 +221,7 @@ def _strings(name: str, check: Callable[[object], object]) -> Callable[[object],
 
     def convert(value: object) -> tuple[str, ...]:
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            raise ValueError(f"{name}: expected a list of strings, got {value!r}")
+            raise ValueError(f"{name}: expected a list of strings, got {shown(value)}")
         check(value)
         return tuple(value)
 
@@ -218,7 +238,7 @@ def _code(value: object) -> str:
 def _env(value: object) -> dict[str, str]:
     """``env``: an object of string to string."""
     if not isinstance(value, dict):
-        raise ValueError(f"env: expected an object of name to value, got {value!r}")
+        raise ValueError(f"env: expected an object of name to value, got {shown(value)}")
     check_env(value)
     return value
 
@@ -236,7 +256,7 @@ def _stdin_from(value: object) -> bytes:
         return value.encode("utf-8")
     if not isinstance(value, Mapping) or set(value) != {"data", "encoding"}:
         raise ValueError(
-            f"stdin: expected a string or {{'data': ..., 'encoding': ...}}, got {value!r}"
+            f"stdin: expected a string or {{'data': ..., 'encoding': ...}}, got {shown(value)}"
         )
     return decode_text(value["data"], value["encoding"], "stdin.data", "stdin.encoding")
 
@@ -246,7 +266,7 @@ def _files_from(value: object) -> dict[str, File]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise ValueError(f"files: expected an object of name to file, got {value!r}")
+        raise ValueError(f"files: expected an object of name to file, got {shown(value)}")
     files = {}
     for name, entry in value.items():
         what = f"files[{name!r}]"
@@ -256,11 +276,11 @@ def _files_from(value: object) -> dict[str, File]:
             "executable",
         }:
             raise ValueError(
-                f"{what}: expected {{'data', 'encoding', 'executable'}}, got {entry!r}"
+                f"{what}: expected {{'data', 'encoding', 'executable'}}, got {shown(entry)}"
             )
         executable = entry.get("executable", False)
         if not isinstance(executable, bool):
-            raise ValueError(f"{what}.executable: expected bool, got {executable!r}")
+            raise ValueError(f"{what}.executable: expected bool, got {shown(executable)}")
         content = decode_text(entry["data"], entry["encoding"], f"{what}.data", f"{what}.encoding")
         files[name] = File(content, executable=executable)
     return _check_files(files)
@@ -270,7 +290,7 @@ def _limits_from(value: object) -> Limits:
     """``limits``: field to a number, or to a string with a unit as the command line
     takes it (``"256M"``, ``"500ms"``); ``truncate_output`` a bool."""
     if not isinstance(value, Mapping):
-        raise ValueError(f"limits: expected an object of field to value, got {value!r}")
+        raise ValueError(f"limits: expected an object of field to value, got {shown(value)}")
     given: dict[str, object] = {}
     for field, raw in value.items():
         if field != "truncate_output" and field not in _LIMIT_PARSERS:
@@ -281,6 +301,7 @@ def _limits_from(value: object) -> Limits:
             except argparse.ArgumentTypeError as exc:
                 raise ValueError(f"limits.{field}: {exc}") from None
         else:
+            check_int(raw, f"limits.{field}")  # before Limits formats a huge int
             given[field] = raw
     try:
         return Limits(**given)  # type: ignore[arg-type]

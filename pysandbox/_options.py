@@ -31,6 +31,7 @@ __all__ = [
     "parse_count",
     "parse_seconds",
     "parse_size",
+    "refuse_long",
 ]
 
 _UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
@@ -38,8 +39,24 @@ _SIZE = re.compile(r"(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(?P<unit>[kmgt]?
 _SECONDS = re.compile(r"(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(?P<unit>s|ms)?")
 
 
+#: Characters a number may have: more is refused before any conversion (``float`` of
+#: 400 digits is ``inf``, ``int`` of 5000 raises on Python 3.11+).
+MAX_NUMBER_CHARS = 40
+
+
+def refuse_long(text: str) -> None:
+    """Refuse a number written with more than ``MAX_NUMBER_CHARS`` characters."""
+    if len(text.strip()) > MAX_NUMBER_CHARS:
+        raise argparse.ArgumentTypeError(
+            f"too long for a number ({len(text)} characters, at most {MAX_NUMBER_CHARS}); "
+            f"got {text[:20]!r}..."
+        )
+
+
 def _refuse_negative(text: str) -> None:
-    """Refuse ``-5`` and the like with the message that says why, not as a bad format."""
+    """Refuse ``-5`` and the like with the message that says why, not as a bad format,
+    and a number too long to be one."""
+    refuse_long(text)
     if text.strip().startswith("-"):
         raise argparse.ArgumentTypeError(
             f"must be greater than 0 (no value means unlimited), got {text!r}"
@@ -72,7 +89,9 @@ def parse_size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"'iB' needs a unit before it (KiB, MiB...); got {text!r}")
     if not match["unit"] and "." in match["number"]:
         raise argparse.ArgumentTypeError(f"a number of bytes must be whole; got {text!r}")
-    value = math.floor(float(match["number"]) * _UNITS[match["unit"]])
+    exact = float(match["number"]) * _UNITS[match["unit"]]
+    _positive(exact, text, MAX_LIMIT, "bytes")
+    value = math.floor(exact)
     _positive(value, text, MAX_LIMIT, "bytes")
     return value
 
@@ -97,7 +116,10 @@ def parse_count(minimum: int) -> Callable[[str], int]:
     """A parser of whole numbers of at least ``minimum`` (and at most ``MAX_LIMIT``)."""
 
     def parse(text: str) -> int:
+        refuse_long(text)
         try:
+            if not text.isascii():  # int() takes any script's digits
+                raise ValueError(text)
             value = int(text.strip())
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a whole number; got {text!r}") from None

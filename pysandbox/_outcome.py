@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from ._types import Result
+from ._untrusted import check_int, shown
 
 __all__ = ["ERROR", "Outcome"]
 
@@ -64,15 +65,18 @@ class Outcome:
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> Outcome:
         """The ``Outcome`` that ``to_dict`` described; ``ValueError`` naming the key at
-        fault for a malformed dict."""
+        fault for a malformed dict, or saying it is not a mapping."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"an outcome must be a mapping, not {type(data).__name__}")
         job_id = data.get("id")
         if job_id is not None and (not isinstance(job_id, (str, int)) or isinstance(job_id, bool)):
-            raise ValueError(f"id: expected a string, an int or null, got {job_id!r}")
+            raise ValueError(f"id: expected a string, an int or null, got {shown(job_id)}")
+        check_int(job_id, "id")
         if "error" not in data:
             return cls(job_id, Result.from_dict({k: v for k, v in data.items() if k != "id"}))
         for key in ("error", "error_type"):
             if not isinstance(data.get(key), str):
-                raise ValueError(f"{key}: expected a string, got {data.get(key)!r}")
+                raise ValueError(f"{key}: expected a string, got {shown(data.get(key))}")
         extra = set(data) - {"id", "error", "error_type"}
         if extra:
             raise ValueError(f"{sorted(extra)[0]}: not a key of an error outcome")

@@ -14,8 +14,10 @@ import fcntl
 import json
 import os
 from collections.abc import Iterator
+from typing import Any
 
 from ._outcome import Outcome
+from ._untrusted import loads
 
 __all__ = ["ResultsFile", "ResultsFileError"]
 
@@ -53,9 +55,10 @@ def _result_ids(path: str, size: int) -> Iterator[tuple[str | int, object]]:
             number += 1
             if not line.strip():
                 continue
+            data: Any
             try:
-                data = json.loads(line)
-            except ValueError:
+                data = loads(line, max_bytes=None)
+            except ValueError:  # not JSON, or hostile: too deep, a number out of range
                 data = None
             job_id = data.get("id") if isinstance(data, dict) else None
             if not isinstance(job_id, (str, int)) or isinstance(job_id, bool):

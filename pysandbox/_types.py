@@ -6,12 +6,15 @@ import base64
 import binascii
 import dataclasses
 import enum
+import math
 import signal as _signal
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
 from ._errors import SandboxFailure
+from ._escape import escape_report
 from ._file import File
+from ._untrusted import check_int, shown
 
 if TYPE_CHECKING:
     # The rich reprs import ``_display`` when called: it imports this module.
@@ -126,7 +129,7 @@ def decode_text(text: object, encoding: object, what: str, encoding_what: str) -
             return base64.b64decode(text.encode("ascii"), validate=True)
         except (binascii.Error, UnicodeEncodeError) as exc:
             raise ValueError(f"{what}: invalid base64") from exc
-    raise ValueError(f"{encoding_what}: must be 'utf-8' or 'base64', not {encoding!r}")
+    raise ValueError(f"{encoding_what}: must be 'utf-8' or 'base64', not {shown(encoding)}")
 
 
 def _field(data: Mapping[str, object], key: str, kind: type[_T]) -> _T:
@@ -135,7 +138,10 @@ def _field(data: Mapping[str, object], key: str, kind: type[_T]) -> _T:
         raise ValueError(f"{key}: missing")
     value = data[key]
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        raise ValueError(f"{key}: expected {kind.__name__}, got {value!r}")
+        raise ValueError(f"{key}: expected {kind.__name__}, got {shown(value)}")
+    check_int(value, key)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{key}: expected a finite number, got {shown(value)}")
     return value
 
 
@@ -149,7 +155,7 @@ def _int_or_none(data: Mapping[str, object], key: str) -> int | None:
 def _seconds(data: Mapping[str, object], key: str) -> float:
     """``data[key]`` as float seconds when it is an int or a float, else ``ValueError``."""
     if isinstance(data.get(key), int) and not isinstance(data.get(key), bool):
-        return float(_field(data, key, int))
+        return float(_field(data, key, int))  # within 2**63: float() cannot overflow
     return _field(data, key, float)
 
 
@@ -160,8 +166,12 @@ def _stream(data: Mapping[str, object], key: str) -> bytes:
 
 
 def _tail(data: bytes, truncated: bool) -> str:
-    """The last ``CHECK_TAIL_LINES`` lines of ``data``, decoded with replacement."""
-    lines = data.decode("utf-8", "replace").splitlines()
+    """The last ``CHECK_TAIL_LINES`` lines of ``data``, decoded with replacement, control
+    characters and CI log commands escaped (``_escape.escape_report``): the tails reach
+    terminals and CI logs inside pytest reports and ``SandboxFailure``."""
+    lines = escape_report(data.decode("utf-8", "replace")).split("\n")
+    if lines[-1] == "":
+        lines.pop()
     if not lines:
         return "(empty)"
     shown = lines[-CHECK_TAIL_LINES:]
@@ -316,10 +326,10 @@ class Result:
         try:
             status = Status[_field(data, "status", str)]
         except KeyError:
-            raise ValueError(f"status: no such Status {data['status']!r}") from None
+            raise ValueError(f"status: no such Status {shown(data['status'])}") from None
         files_in = data.get("files")
         if not isinstance(files_in, Mapping):
-            raise ValueError(f"files: expected a mapping, got {files_in!r}")
+            raise ValueError(f"files: expected a mapping, got {shown(files_in)}")
         files: dict[str, bytes] = {}
         executables: set[str] = set()
         for name, entry in files_in.items():
@@ -329,7 +339,7 @@ class Result:
             files[name] = decode_text(entry.get("data"), entry.get("encoding"), what, what)
             executable = entry.get("executable", False)
             if not isinstance(executable, bool):
-                raise ValueError(f"{what}['executable']: expected bool, got {executable!r}")
+                raise ValueError(f"{what}['executable']: expected bool, got {shown(executable)}")
             if executable:
                 executables.add(name)
         return cls(
