@@ -119,6 +119,7 @@ calls = {
     "mqueue": lambda: libc.syscall(numbers[2], b"pysandbox-selftest", os.O_CREAT | os.O_RDWR,
                                    0o600, None),
     "memfd_secret": lambda: libc.syscall(numbers[3], 0),
+    "sysv": lambda: libc.shmget(0, 1 << 20, 0o1600),
 }
 unbuilt = [name for name, call in calls.items()
            if call() < 0 and ctypes.get_errno() == errno.ENOSYS]
@@ -216,7 +217,7 @@ def _sysctl(name: str) -> str:
 def _check_budgets() -> Check:
     unbuilt, locks, lease, timers = _sandboxed(_BUDGETS).split()
     ok = (
-        unbuilt == "aio,inotify,mqueue,memfd_secret"
+        unbuilt == "aio,inotify,mqueue,memfd_secret,sysv"
         and locks == "0"
         and lease == "EACCES"
         and timers.isdigit()

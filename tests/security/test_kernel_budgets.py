@@ -511,3 +511,31 @@ def test_pipe_pages_are_the_callers_own_budget_for_a_non_root_caller(caller: Cal
     assert why == "EPERM" and 0 < int(resized) < 100, seen
     page = os.sysconf("SC_PAGE_SIZE")
     assert int(seen["host"]) == (16 * page if caller.is_root else 2 * page), seen
+
+
+SYSV_INSIDE = r"""
+import ctypes, errno, json
+libc = ctypes.CDLL(None, use_errno=True)
+IPC_PRIVATE, IPC_CREAT = 0, 0o1000
+answers = {}
+for name, args in (("shmget", (IPC_PRIVATE, 64 << 20, IPC_CREAT | 0o600)),
+                   ("semget", (IPC_PRIVATE, 16, IPC_CREAT | 0o600)),
+                   ("msgget", (IPC_PRIVATE, IPC_CREAT | 0o600))):
+    made = getattr(libc, name)(*args)
+    answers[name] = [made, errno.errorcode.get(ctypes.get_errno(), "?") if made < 0 else "made"]
+print(json.dumps(answers))
+"""
+
+
+def test_sysv_ipc_is_refused_so_nothing_outlives_the_call(caller: Caller) -> None:
+    """SysV segments, semaphores and message queues are freed by a kernel work item after
+    the sandbox's IPC namespace is gone, after the call returned, and a non-root caller
+    without a memory cgroup has no total cap on them: the calls fail as on a kernel built
+    without SysV IPC, so the sandbox can hold none."""
+    result = caller.run_python(SYSV_INSIDE, limits=Limits(wall_time=slow(20), cpu_time=slow(5)))
+    assert result.status is Status.OK, result
+    assert json.loads(result.stdout) == {
+        "shmget": [-1, "ENOSYS"],
+        "semget": [-1, "ENOSYS"],
+        "msgget": [-1, "ENOSYS"],
+    }
