@@ -464,11 +464,12 @@ def test_a_real_time_callers_sandbox_runs_at_normal_priority() -> None:
 
 FILL_PIPES = r"""
 import errno, fcntl, os, select
+F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)  # Python 3.10+ names it
 pipes, resized, why = [], 0, None
 while len(pipes) < 100:
     pipes.append(os.pipe())
     try:
-        fcntl.fcntl(pipes[-1][1], fcntl.F_SETPIPE_SZ, 1 << 20)
+        fcntl.fcntl(pipes[-1][1], F_SETPIPE_SZ, 1 << 20)
         resized += 1
     except OSError as exc:
         why = errno.errorcode[exc.errno]
@@ -477,7 +478,9 @@ while select.select([0], [], [], 30)[0] and os.read(0, 100):
     pass
 """
 
-NEW_PIPE = "import fcntl, os\nprint(fcntl.fcntl(os.pipe()[1], fcntl.F_GETPIPE_SZ))"
+NEW_PIPE = (
+    "import fcntl, os\nprint(fcntl.fcntl(os.pipe()[1], getattr(fcntl, 'F_GETPIPE_SZ', 1032)))"
+)
 
 
 def test_pipe_pages_are_the_callers_own_budget_for_a_non_root_caller(caller: Caller) -> None:
