@@ -15,6 +15,8 @@ SOURCES = [
     "src/kill.c",
     "src/watchdog.c",
     "src/proctree.c",
+    "src/disk.c",
+    "src/unixgc.c",
     "src/seccomp_filter.c",
     "src/landlock.c",
 ]

@@ -11,6 +11,8 @@ The rules, the first that applies wins:
    died of ``SIGXCPU`` (the per-process ``RLIMIT_CPU`` backstop), or of ``SIGKILL``
    with ``cpu_time >= cpu_limit`` (the backstop's hard limit) gives
    ``CPU_TIME_EXCEEDED``.
+3a. ``disk_exceeded`` (the C core's count of the inodes in ``/sandbox`` passed the cap
+   ``Limits.disk`` gives) gives ``DISK_EXCEEDED``.
 4. The program failed (a non-zero exit code or a signal) and either the sandbox's
    memory cgroup reached its limit (exact, where there is one), or the last non-empty
    line of its stderr is a Python ``MemoryError`` (it starts with ``b"MemoryError"``
@@ -135,6 +137,7 @@ def classify(
     max_rss: int,
     memory_limit: int,
     memory_limit_hit: bool = False,
+    disk_exceeded: bool = False,
 ) -> tuple[Status, int | None, int | None]:
     """``(status, returncode, signal)`` of a finished run, by the rules of this module.
 
@@ -151,14 +154,16 @@ def classify(
     :param max_rss: bytes, the peak RSS of the largest process.
     :param memory_limit: ``Limits.memory``.
     :param memory_limit_hit: the sandbox's memory cgroup reached its limit.
+    :param disk_exceeded: the C core killed it when ``/sandbox`` held more inodes than
+        ``Limits.disk`` allows.
     :return: the status, and the exit code or the signal (exactly one is not None).
-        When the sandbox was killed on a limit (rules 1 to 3) and no status tells how
+        When the sandbox was killed on a limit (rules 1 to 3a) and no status tells how
         the program ended, it died of the C core's ``SIGKILL``: ``(status, None, 9)``.
     :raises ValueError: no status tells how the program ended and it was not killed on a
         limit: the caller must treat that as a sandbox failure before classifying.
     """
     ended = exit_info(report_wait_status, bwrap_wait_status)
-    killed = timed_out or killed_on_cap or cpu_exceeded
+    killed = timed_out or killed_on_cap or cpu_exceeded or disk_exceeded
     if ended is None:
         if not killed:
             raise ValueError("no wait status tells how the program ended")
@@ -170,6 +175,8 @@ def classify(
         return Status.OUTPUT_EXCEEDED, returncode, signal
     if _cpu_exceeded(cpu_exceeded, signal, cpu_time, cpu_limit):
         return Status.CPU_TIME_EXCEEDED, returncode, signal
+    if disk_exceeded:
+        return Status.DISK_EXCEEDED, returncode, signal
     if _memory_exceeded(returncode != 0, stderr, max_rss, memory_limit, memory_limit_hit):
         return Status.MEMORY_EXCEEDED, returncode, signal
     if signal is not None:

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from typing import Union
 
 from ._file import File
+from ._limits import DISK_BYTES_PER_INODE
 
 __all__ = [
     "FLAG_LEFT_OUT",
@@ -271,11 +272,12 @@ def _default_tmpfs_inodes() -> int:
     return os.sysconf("SC_PHYS_PAGES") // 2
 
 
-def check_fits_tmpfs(files: Mapping[str, FileValue], disk: int) -> None:
+def check_fits_tmpfs(files: Mapping[str, FileValue], disk: int, disk_inodes: int) -> None:
     """Raise ``ValueError`` unless ``files`` fit on the working directory's tmpfs of
     ``disk`` bytes, in the units it counts (see ``tmpfs_footprint`` and
-    ``tmpfs_inodes``); the message gives the real figure.  ``files`` were checked by
-    ``encode_files``."""
+    ``tmpfs_inodes``), and within the ``disk_inodes`` the C core lets it hold
+    (``Limits.disk_inodes``); the message gives the real figure.  ``files`` were
+    checked by ``encode_files``."""
     page_size = os.sysconf("SC_PAGE_SIZE")
     footprint = tmpfs_footprint(files, page_size)
     if footprint > disk:
@@ -286,7 +288,15 @@ def check_fits_tmpfs(files: Mapping[str, FileValue], disk: int) -> None:
             f"{page_size} bytes: more than Limits.disk ({disk}); raise Limits.disk to at "
             f"least {footprint}, or pack the small files into one"
         )
-    inodes, most = tmpfs_inodes(files), _default_tmpfs_inodes()
+    inodes = tmpfs_inodes(files)
+    if inodes > disk_inodes:
+        raise ValueError(
+            f"files: {len(files)} files and their directories take {inodes} inodes of the "
+            f"working directory's tmpfs, more than Limits.disk ({disk}) allows at "
+            f"{DISK_BYTES_PER_INODE} bytes each ({disk_inodes}); raise Limits.disk to at "
+            f"least {inodes * DISK_BYTES_PER_INODE}, or pack them into fewer files"
+        )
+    most = _default_tmpfs_inodes()
     if inodes > most:
         raise ValueError(
             f"files: {len(files)} files and their directories take {inodes} inodes of the "

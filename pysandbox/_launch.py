@@ -221,6 +221,9 @@ class Plan:
     timeout: float
     #: CPU seconds of the whole tree; 0: not watched.
     cpu_limit: float = 0.0
+    #: Inodes (hard links included) the tmpfs at ``_bwrap.WORKDIR`` may hold; past them
+    #: the C core kills the sandbox.  0: not watched (a plan without that tmpfs).
+    disk_inodes: int = 0
     stdin: bytes = b""
     #: Called with each chunk of stdout while stdin is open: bytes to write, None to close.
     stdin_callback: Callable[[bytes], bytes | None] | None = None
@@ -305,8 +308,14 @@ class Facts:
 
     @property
     def killed(self) -> bool:
-        """The C core killed the sandbox: wall time, an output cap, or the CPU watcher."""
-        return self.raw["timed_out"] or self.raw["killed_on_cap"] or self.raw["cpu_exceeded"]
+        """The C core killed the sandbox: wall time, an output cap, the CPU watcher, or the
+        count of the working directory's inodes."""
+        return (
+            self.raw["timed_out"]
+            or self.raw["killed_on_cap"]
+            or self.raw["cpu_exceeded"]
+            or self.raw["disk_exceeded"]
+        )
 
     @property
     def cpu_time(self) -> float:
@@ -590,6 +599,8 @@ class _Setup:
             "cpu_limit": plan.cpu_limit + cpu_baseline if plan.cpu_limit > 0 else 0.0,
             "cancel": plan.cancel,
             "text": plan.text,
+            "disk_inodes": plan.disk_inodes,
+            "disk_dir": _bwrap.WORKDIR if plan.disk_inodes > 0 else None,
         }
 
 

@@ -6,7 +6,14 @@ import dataclasses
 import math
 import resource
 
-__all__ = ["MAX_LIMIT", "MIN_OPEN_FILES", "MIN_PROCESSES", "Limits"]
+__all__ = [
+    "DISK_BYTES_PER_INODE",
+    "MAX_LIMIT",
+    "MIN_DISK_INODES",
+    "MIN_OPEN_FILES",
+    "MIN_PROCESSES",
+    "Limits",
+]
 
 #: No limit may be larger: every value, and ``ceil(cpu_time) + 2`` for ``RLIMIT_CPU``, then
 #: fits the kernel's 64-bit ``rlim_t`` and the C core's ``Py_ssize_t`` caps with room to
@@ -36,6 +43,15 @@ _HANDED_FDS = 3 + 4 + 3
 _BWRAP_FDS = 5
 #: The smallest ``Limits.open_files`` that starts a program.
 MIN_OPEN_FILES = _HANDED_FDS + _BWRAP_FDS
+#: What each file, directory or hard link in ``/sandbox`` counts against ``Limits.disk``,
+#: however empty: about what the kernel keeps for one (an inode of ~700 bytes and a
+#: dentry of ~200, measured as the growth of the slab caches per empty file, and ~200
+#: per hard link, on Linux 6.18).
+DISK_BYTES_PER_INODE = 1024
+#: The fewest inodes any ``/sandbox`` may hold, whatever ``Limits.disk`` (its root, the
+#: code file, a few files of the program's): freeing this many takes the kernel
+#: microseconds.
+MIN_DISK_INODES = 64
 #: The smallest value of each int field; the fields not named here must be >= 1.
 _INT_MINIMA = {"processes": MIN_PROCESSES, "open_files": MIN_OPEN_FILES}
 #: Why each minimum above 1 is what it is, for the error message.
@@ -137,7 +153,11 @@ class Limits:
     open_files: int = 256
     #: Bytes of the writable tmpfs that is the working directory ``/sandbox``: every
     #: file the program writes there counts, as do the files given to ``run``, each in
-    #: whole pages (a one-byte file takes 4 KiB).
+    #: whole pages (a one-byte file takes 4 KiB); a write past it fails with ``ENOSPC``.
+    #: Its files, directories and hard links count too, ``DISK_BYTES_PER_INODE`` (1 KiB)
+    #: each, however empty: past ``disk_inodes()`` of them the sandbox is killed
+    #: (``Status.DISK_EXCEEDED``), so what they cost the kernel, and the time it takes
+    #: to free them when the sandbox ends, stay bounded too.
     disk: int = 64 * 2**20
     #: Bytes of file content returned in ``Result.files``; files past it are left out
     #: and ``Result.files_truncated`` is set.
@@ -160,6 +180,11 @@ class Limits:
             raise TypeError(
                 f"Limits.truncate_output must be a bool, not {type(self.truncate_output).__name__}"
             )
+
+    def disk_inodes(self) -> int:
+        """The files, directories and hard links ``/sandbox`` may hold at once:
+        ``disk // DISK_BYTES_PER_INODE``, at least ``MIN_DISK_INODES``."""
+        return max(MIN_DISK_INODES, self.disk // DISK_BYTES_PER_INODE)
 
     def rlimits(self) -> list[tuple[int, int, int]]:
         """The ``(resource, soft, hard)`` limits set on the sandbox before it starts.

@@ -197,7 +197,7 @@ def build_plan(
     elif not isinstance(limits, Limits):
         raise TypeError(f"limits must be a Limits or None, not {type(limits).__name__}")
     files_stream = encode_files(files) if files else None
-    check_fits_tmpfs(files or {}, limits.disk)
+    check_fits_tmpfs(files or {}, limits.disk, limits.disk_inodes())
     if files and code is not None and MAIN_NAME in files:
         raise ValueError(f"files: {MAIN_NAME!r} is where run_python puts the code")
     paths = check_readable(readable)
@@ -237,6 +237,7 @@ def build_plan(
         rlimits=limits.rlimits(),
         processes=limits.processes,
         memory_total=limits.memory + limits.disk,
+        disk_inodes=limits.disk_inodes(),
         stdout_cap=limits.stdout,
         stderr_cap=limits.stderr,
         kill_on_cap=not limits.truncate_output,
@@ -263,6 +264,7 @@ def _result(facts: Facts, limits: Limits) -> Result:
             timed_out=raw["timed_out"],
             killed_on_cap=raw["killed_on_cap"],
             cpu_exceeded=raw["cpu_exceeded"],
+            disk_exceeded=raw["disk_exceeded"],
             report_wait_status=facts.init.wait_status if facts.init is not None else None,
             bwrap_wait_status=raw["wait_status"] if raw["status_known"] else None,
             cpu_time=facts.cpu_time,

@@ -12,6 +12,7 @@ class RawResult(TypedDict):
     captures: list[bytes]
     captures_truncated: list[bool]
     cpu_exceeded: bool
+    disk_exceeded: bool
     tree_cpu_time: float
     cancelled: bool
     cgroup_joined_at_clone: bool
@@ -45,6 +46,8 @@ def run(
     cgroup_procs: Sequence[int] = ...,
     cgroup_cpu_fd: int = ...,
     cgroup_dir_fd: int = ...,
+    disk_inodes: int = ...,
+    disk_dir: str | None = ...,
 ) -> RawResult: ...
 def start(
     argv: Sequence[str | bytes],
@@ -77,6 +80,8 @@ class Sandbox:
         cgroup_cpu_fd: int = ...,
         since: float = ...,
         release_fd: int = ...,
+        disk_inodes: int = ...,
+        disk_dir: str | None = ...,
     ) -> RawResult: ...
     def cpu_time(self, cgroup_cpu_fd: int = ...) -> float: ...
     def kill(self) -> None: ...

@@ -79,6 +79,10 @@ class Status(enum.Enum):
     #: stdout or stderr passed its cap and ``Limits.truncate_output`` is false; the
     #: sandbox was killed.
     OUTPUT_EXCEEDED = "output_exceeded"
+    #: The working directory ``/sandbox`` held more files than ``Limits.disk`` allows at
+    #: ``DISK_BYTES_PER_INODE`` (1 KiB) an inode or hard link; the sandbox was killed.
+    #: (Its bytes past ``Limits.disk`` make a write fail with ``ENOSPC`` instead.)
+    DISK_EXCEEDED = "disk_exceeded"
 
 
 class FrozenFiles(Mapping[str, bytes]):

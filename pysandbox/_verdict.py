@@ -19,6 +19,7 @@ LIMIT_STATUSES = frozenset(
         Status.WALL_TIME_EXCEEDED,
         Status.MEMORY_EXCEEDED,
         Status.OUTPUT_EXCEEDED,
+        Status.DISK_EXCEEDED,
     }
 )
 
@@ -41,6 +42,8 @@ def _limit_hit(result: Result, limits: Limits) -> str:
         return f" (limit {limits.wall_time:g} s)"
     if result.status is Status.MEMORY_EXCEEDED:
         return f" (limit {size_text(limits.memory)})"
+    if result.status is Status.DISK_EXCEEDED:
+        return f" (limit {size_text(limits.disk)}, {limits.disk_inodes()} files)"
     caps = []
     if result.stdout_truncated or not result.stderr_truncated:
         caps.append(f"stdout limit {size_text(limits.stdout)}")

@@ -18,16 +18,56 @@
 #include <unistd.h>
 
 /* After killing the sandbox's init, how long to wait for bwrap to exit by
- * itself before killing bwrap too. */
+ * itself before killing bwrap too, once that can no longer orphan the init. */
 #define KILL_WAIT_SEC 2.0
 
 /*
- * sbx_reap: wait for child->pid (blocking) and record its status and rusage.
- * The pid stays reserved until this wait, so a kill before it can never hit
- * a recycled pid.  Returns 1 when the status was collected, 0 when it was
- * lost (ECHILD: the host auto-reaps, SIGCHLD ignored, or another thread of
- * the host reaped it).  Sets child->pid to -1: the pump's thread only, never
- * while the watchdog is armed.  No GIL needed.
+ * pidfd_has_exited: whether the process of pidfd has exited, without
+ * waiting.  Any thread.
+ */
+static int pidfd_has_exited(int pidfd)
+{
+    struct pollfd fd = {pidfd, POLLIN, 0};
+    return poll(&fd, 1, 0) > 0;
+}
+
+/*
+ * await_init: wait, however long it takes, until the sandbox's init pinned
+ * by sbx_pin_init has exited, then close its pidfd.  Its exit comes after
+ * the end of every process of its pid namespace and after the teardown of
+ * its mounts (the tmpfs's files are freed in the exit of the namespace's
+ * last process, before the init's pidfd turns readable), so this is the
+ * sandbox's real end.  Normally bwrap reaped the init before it exited
+ * itself and this returns at once; it waits only when bwrap died first
+ * (SIGKILLed by someone else) and left the init orphaned: it is SIGKILLed
+ * here, since bwrap's --die-with-parent may not reach it (another uid) and
+ * the lifeline that ends it closes only after the call.  The pump's thread
+ * only; no GIL needed.
+ */
+static void await_init(struct sbx_child *child)
+{
+    struct pollfd init = {child->init_pidfd, POLLIN, 0};
+    if (child->init_pidfd < 0)
+        return;
+    if (!pidfd_has_exited(child->init_pidfd))
+        syscall(SYS_pidfd_send_signal, child->init_pidfd, SIGKILL, NULL, 0);
+    while (poll(&init, 1, -1) < 0 && errno == EINTR)
+        continue;
+    close(child->init_pidfd);
+    child->init_pidfd = -1;
+    child->init_pid = -1;
+}
+
+/*
+ * sbx_reap: wait for child->pid (blocking) and record its status and rusage,
+ * then for the sandbox's init to be gone (await_init), then, if it left a
+ * unix socket, for the kernel to free the socket cycles it left
+ * (unixgc.c).  The pid stays
+ * reserved until this wait, so a kill before it can never hit a recycled
+ * pid.  Returns 1 when the status was collected, 0 when it was lost
+ * (ECHILD: the host auto-reaps, SIGCHLD ignored, or another thread of the
+ * host reaped it).  Sets child->pid to -1 and closes the init's pidfd: the
+ * pump's thread only, never while the watchdog is armed.  No GIL needed.
  */
 int sbx_reap(struct sbx_child *child, int *wait_status, struct rusage *usage)
 {
@@ -36,6 +76,12 @@ int sbx_reap(struct sbx_child *child, int *wait_status, struct rusage *usage)
         got = wait4(child->pid, wait_status, __WALL, usage);
     } while (got < 0 && errno == EINTR);
     child->pid = -1;
+    await_init(child);
+    if (sbx_unix_sockets_left(child->unix_list_fd))
+        sbx_collect_unix_garbage();
+    if (child->unix_list_fd >= 0)
+        close(child->unix_list_fd);
+    child->unix_list_fd = -1;
     return got > 0;
 }
 
@@ -112,30 +158,71 @@ int sbx_child_gone(const struct sbx_child *child)
 }
 
 /*
- * sbx_kill_step: one round of ending the sandbox that began at `since`
- * (sbx_monotonic): unless bwrap has exited or is no longer ours, SIGKILL
- * bwrap's children (the sandbox's init: the kernel then ends every process
- * of its pid namespace and bwrap's monitor exits by itself), and once
- * KILL_WAIT_SEC have passed since `since`, bwrap itself as a last resort.
- * Returns SBX_KILL_GONE (nothing left to signal), SBX_KILL_SENT or
- * SBX_KILL_LAST (bwrap was SIGKILLed).  Idempotent: repeating it is how the
- * kill reaches an init that did not exist yet (bwrap still building it).
- * Never reaps, so the pid stays bwrap's.  Any thread, with the caller
- * guaranteeing that child is not reaped meanwhile (the pump's thread reaps
- * only while the watchdog is disarmed); no GIL needed; allocates.
- *
- * bwrap's children are read from /proc and pinned with pidfds by
- * sbx_kill_children, and only while bwrap is certainly ours (child_is_ours):
- * after an auto-reap its pid may be another's.  bwrap itself is signalled
- * through its pidfd when there is one; without, only while it is our
- * unreaped child.
+ * sbx_pin_init: pin the sandbox's init (bwrap's child, pid 1 of its pid
+ * namespace) with a pidfd in child->init_pidfd, its pid in child->init_pid,
+ * and open its network namespace's list of unix sockets (unixgc.c), unless
+ * done already.  Only while bwrap is certainly ours and has not
+ * exited, so its child is the init and no recycled pid.  Returns whether
+ * the init is pinned (0: bwrap has no child yet, or no fd was left).  The
+ * thread that may touch child: the pump's, or the watchdog's while armed.
+ * No GIL needed.
  */
-int sbx_kill_step(const struct sbx_child *child, double since)
+int sbx_pin_init(struct sbx_child *child)
 {
+    if (child->init_pidfd >= 0)
+        return 1;
+    if (child->pid < 0 || !child_is_ours(child) || wait_for_exit(child, 0.0))
+        return 0;
+    child->init_pidfd = sbx_pin_child(child->pid, &child->init_pid);
+    if (child->init_pidfd < 0)
+        return 0;
+    child->unix_list_fd = sbx_open_unix_list(child->init_pid, child->init_pidfd);
+    return 1;
+}
+
+/*
+ * bwrap_may_be_killed: whether SIGKILLing bwrap can no longer orphan the
+ * init: the pinned init has exited, or bwrap has no child at all.  While
+ * the init lives, bwrap is left to reap it, however long the kernel takes
+ * to tear the sandbox down: a bwrap killed first would leave the init
+ * dying under the host's pid 1 (a zombie for good where that is a service
+ * that never reaps) after the call returned.
+ */
+static int bwrap_may_be_killed(const struct sbx_child *child, size_t children)
+{
+    if (child->init_pidfd >= 0)
+        return pidfd_has_exited(child->init_pidfd);
+    return children == 0;
+}
+
+/*
+ * sbx_kill_step: one round of ending the sandbox whose kill began at `since`
+ * (sbx_monotonic): unless bwrap has exited or is no longer ours, SIGKILL the
+ * sandbox's init (pinned with sbx_pin_init; the kernel then ends every
+ * process of its pid namespace and bwrap's monitor exits by itself) and any
+ * other child of bwrap.  Once KILL_WAIT_SEC have passed since `since` and
+ * bwrap_may_be_killed, bwrap itself, as a last resort for a bwrap stuck
+ * before its child existed or after it ended.  Returns SBX_KILL_GONE
+ * (nothing left to signal), SBX_KILL_SENT or SBX_KILL_LAST (bwrap was
+ * SIGKILLed).  Idempotent: repeating it is how the kill reaches an init that
+ * did not exist yet (bwrap still building it).  Never reaps, so the pid
+ * stays bwrap's.  The thread that may touch child (see sbx_pin_init); no
+ * GIL needed; allocates.
+ *
+ * bwrap's children are read from /proc and signalled only while bwrap is
+ * certainly ours (child_is_ours): after an auto-reap its pid may be
+ * another's.  bwrap itself is signalled through its pidfd when there is
+ * one; without, only while it is our unreaped child.
+ */
+int sbx_kill_step(struct sbx_child *child, double since)
+{
+    size_t children;
     if (sbx_child_gone(child))
         return SBX_KILL_GONE;
-    sbx_kill_children(child->pid);
-    if (sbx_monotonic() - since < KILL_WAIT_SEC)
+    if (sbx_pin_init(child) && !pidfd_has_exited(child->init_pidfd))
+        syscall(SYS_pidfd_send_signal, child->init_pidfd, SIGKILL, NULL, 0);
+    children = sbx_kill_children(child->pid);
+    if (sbx_monotonic() - since < KILL_WAIT_SEC || !bwrap_may_be_killed(child, children))
         return SBX_KILL_SENT;
     if (child->pidfd >= 0) {
         if (syscall(SYS_pidfd_send_signal, child->pidfd, SIGKILL, NULL, 0) != 0 && errno == ENOSYS)

@@ -653,6 +653,7 @@ static PyObject *build_result(const struct sbx_outcome *o, size_t n_captures, in
         set_item(d, "stdout", stream_object(&o->out, &direct[0], text)) ||
         set_item(d, "stderr", stream_object(&o->err, &direct[1], text)) ||
         set_item(d, "cpu_exceeded", PyBool_FromLong(o->cpu_exceeded)) ||
+        set_item(d, "disk_exceeded", PyBool_FromLong(o->disk_exceeded)) ||
         set_item(d, "tree_cpu_time", PyFloat_FromDouble(o->tree_cpu_time)) ||
         set_item(d, "cancelled", PyBool_FromLong(cancelled)) ||
         set_item(d, "cgroup_joined_at_clone", PyBool_FromLong(joined_at_clone)) ||
@@ -783,6 +784,8 @@ static PyObject *sandbox_start(PyObject *module, PyObject *args, PyObject *kwarg
         goto cleanup;
     sandbox->state = SANDBOX_ENDED;
     sandbox->child.pid = -1;
+    sandbox->child.init_pidfd = -1;
+    sandbox->child.unix_list_fd = -1;
 
     Py_BEGIN_ALLOW_THREADS
     spawn_rc = sbx_spawn(&spec, &child, &spawn_error);
@@ -839,7 +842,8 @@ static int claim(SandboxObject *self, int next, const char *what)
 PyDoc_STRVAR(pump_doc, "pump($self, /, *, stdin=b'', stdin_callback=None, on_stdout=None,\n"
                        "     on_stderr=None, stdout_cap=sys.maxsize, stderr_cap=sys.maxsize,\n"
                        "     kill_on_cap=False, timeout, cpu_limit=0.0, cancel=None, text=False,\n"
-                       "     cgroup_cpu_fd=-1, since=-1.0, release_fd=-1)\n"
+                       "     cgroup_cpu_fd=-1, since=-1.0, release_fd=-1, disk_inodes=0,\n"
+                       "     disk_dir=None)\n"
                        "--\n\n"
                        "Run the sandbox to its end, once.  Feed stdin, capture stdout/stderr up\n"
                        "to their caps, kill `timeout` seconds after `since` (a time.monotonic()\n"
@@ -862,6 +866,11 @@ PyDoc_STRVAR(pump_doc, "pump($self, /, *, stdin=b'', stdin_callback=None, on_std
                        "it is given up (F_SETLEASE F_UNLCK) once the clock has started and\n"
                        "before anything else, so the program waiting on the file starts under\n"
                        "the limits; if that fails, the child is killed and reaped first.\n"
+                       "disk_inodes, when > 0, caps the inodes (hard links included) of the\n"
+                       "tmpfs at disk_dir inside the sandbox: past it the sandbox is killed and\n"
+                       "the result says 'disk_exceeded'.  The call returns once the sandbox's\n"
+                       "init is gone, however long the kernel takes to tear it down; wall_time\n"
+                       "ends at the program's exit or at the kill.\n"
                        "Returns a dict of facts; raises OSError if the loop failed, RuntimeError\n"
                        "if the sandbox was already run or killed.");
 
@@ -873,16 +882,18 @@ PyDoc_STRVAR(pump_doc, "pump($self, /, *, stdin=b'', stdin_callback=None, on_std
  */
 static PyObject *Sandbox_pump(SandboxObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"stdin",      "stdin_callback", "on_stdout",   "on_stderr",
-                               "stdout_cap", "stderr_cap",     "kill_on_cap", "timeout",
-                               "cpu_limit",  "cancel",         "text",        "cgroup_cpu_fd",
-                               "since",      "release_fd",     NULL};
+    static char *keywords[] = {
+        "stdin",       "stdin_callback", "on_stdout",   "on_stderr", "stdout_cap", "stderr_cap",
+        "kill_on_cap", "timeout",        "cpu_limit",   "cancel",    "text",       "cgroup_cpu_fd",
+        "since",       "release_fd",     "disk_inodes", "disk_dir",  NULL};
     PyObject *stdin_callback = Py_None, *on_stdout = Py_None, *on_stderr = Py_None;
     PyObject *cancel = Py_None, *result = NULL, *direct[2] = {NULL, NULL};
     Py_buffer stdin_view = {0};
     Py_ssize_t stdout_cap = PY_SSIZE_T_MAX, stderr_cap = PY_SSIZE_T_MAX;
     int kill_on_cap = 0, text = 0, pump_rc, cgroup_cpu_fd = -1, release_fd = -1, release_errno = 0;
     double timeout = -1.0, cpu_limit = 0.0, since = -1.0;
+    long long disk_inodes = 0;
+    const char *disk_dir = NULL;
     struct sbx_input input;
     struct sbx_outcome outcome;
     struct sbx_pump_config config;
@@ -892,15 +903,17 @@ static PyObject *Sandbox_pump(SandboxObject *self, PyObject *args, PyObject *kwa
     memset(&outcome, 0, sizeof outcome);
     memset(&config, 0, sizeof config);
     memset(&ctx, 0, sizeof ctx);
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$y*OOOnnpddOpidi:pump", keywords, &stdin_view,
-                                     &stdin_callback, &on_stdout, &on_stderr, &stdout_cap,
-                                     &stderr_cap, &kill_on_cap, &timeout, &cpu_limit, &cancel,
-                                     &text, &cgroup_cpu_fd, &since, &release_fd))
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kwargs, "|$y*OOOnnpddOpidiLz:pump", keywords, &stdin_view, &stdin_callback,
+            &on_stdout, &on_stderr, &stdout_cap, &stderr_cap, &kill_on_cap, &timeout, &cpu_limit,
+            &cancel, &text, &cgroup_cpu_fd, &since, &release_fd, &disk_inodes, &disk_dir))
         return NULL;
     if (stdout_cap < 0 || stderr_cap < 0 || !(timeout > 0) || !isfinite(timeout) ||
-        !(cpu_limit >= 0) || !isfinite(cpu_limit) || !isfinite(since)) {
+        !(cpu_limit >= 0) || !isfinite(cpu_limit) || !isfinite(since) || disk_inodes < 0 ||
+        (disk_inodes > 0 && (disk_dir == NULL || disk_dir[0] != '/'))) {
         PyErr_SetString(PyExc_ValueError, "caps must be >= 0, timeout finite and > 0, "
-                                          "cpu_limit finite and >= 0, since finite");
+                                          "cpu_limit finite and >= 0, since finite, "
+                                          "disk_inodes >= 0 and with an absolute disk_dir");
         goto cleanup;
     }
     if (check_callback(stdin_callback, "stdin_callback") ||
@@ -921,6 +934,8 @@ static PyObject *Sandbox_pump(SandboxObject *self, PyObject *args, PyObject *kwa
     config.timeout_sec = timeout;
     config.cpu_limit = cpu_limit;
     config.cgroup_cpu_fd = cgroup_cpu_fd;
+    config.disk_inodes = disk_inodes;
+    config.disk_dir = disk_dir;
     config.hooks.tick = tick_hook;
     config.hooks.on_stdout = stdin_callback == Py_None && on_stdout == Py_None ? NULL : stdout_hook;
     config.hooks.on_stderr = on_stderr == Py_None ? NULL : stderr_hook;
@@ -1099,7 +1114,8 @@ PyDoc_STRVAR(run_doc,
              "    stdin_callback=None, on_stdout=None, on_stderr=None,\n"
              "    stdout_cap=sys.maxsize, stderr_cap=sys.maxsize,\n"
              "    kill_on_cap=False, timeout, cpu_limit=0.0, cancel=None, text=False,\n"
-             "    cgroup_procs=(), cgroup_cpu_fd=-1, cgroup_dir_fd=-1)\n"
+             "    cgroup_procs=(), cgroup_cpu_fd=-1, cgroup_dir_fd=-1, disk_inodes=0,\n"
+             "    disk_dir=None)\n"
              "--\n\n"
              "start(argv, env, ...) then pump(...) on it, with the wall clock started\n"
              "at the spawn: the keywords go to whichever of the two takes them.\n"

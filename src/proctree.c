@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -169,28 +170,85 @@ static pid_t parent_of(pid_t pid)
 }
 
 /*
+ * signal_child: SIGKILL pid if it is still parent's child.  Through a pidfd,
+ * which never names a recycled pid; without one (the host is out of fds),
+ * kill(2) right after the check, the only way left to end the sandbox.
+ */
+static void signal_child(pid_t parent, pid_t pid)
+{
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd < 0) {
+        if ((errno == EMFILE || errno == ENFILE) && parent_of(pid) == parent)
+            kill(pid, SIGKILL);
+        return;
+    }
+    if (parent_of(pid) == parent)
+        syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+    close(pidfd);
+}
+
+/*
  * sbx_kill_children: SIGKILL every child of parent (bwrap's child is the
  * init of the sandbox's pid namespace, whose death ends the namespace).
- * Each child is pinned with a pidfd and checked to still be parent's child
- * before the signal, so a recycled pid is never hit.  Any thread; no GIL
- * needed; allocates (not for the vfork child).
+ * Each child is checked to still be parent's child before the signal
+ * (signal_child).  Returns how many children parent had.  Any thread; no
+ * GIL needed; allocates (not for the vfork child).
  */
-void sbx_kill_children(pid_t parent)
+size_t sbx_kill_children(pid_t parent)
 {
     pid_t *children = malloc(MAX_TREE * sizeof *children);
     size_t count, i;
     if (children == NULL)
-        return;
+        return 0;
     count = push_children(parent, children, 0);
-    for (i = 0; i < count; i++) {
-        int pidfd = (int)syscall(SYS_pidfd_open, children[i], 0);
-        if (pidfd < 0)
-            continue;
-        if (parent_of(children[i]) == parent)
-            syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-        close(pidfd);
-    }
+    for (i = 0; i < count; i++)
+        signal_child(parent, children[i]);
     free(children);
+    return count;
+}
+
+/*
+ * sbx_pin_child: a pidfd (O_CLOEXEC) on parent's first child, opened and
+ * then checked to still be parent's child, so it names that process for as
+ * long as it is open; its pid in *pid.  Returns -1 when parent has no child
+ * or the pidfd could not be opened.  Any thread; no GIL needed.
+ */
+int sbx_pin_child(pid_t parent, pid_t *pid)
+{
+    char path[64], buf[64], *end;
+    long first;
+    int pidfd;
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)parent, (int)parent);
+    if (read_whole_file(path, buf, sizeof buf) <= 0)
+        return -1;
+    first = strtol(buf, &end, 10);
+    if (end == buf || first <= 0)
+        return -1;
+    pidfd = (int)syscall(SYS_pidfd_open, (pid_t)first, 0);
+    if (pidfd < 0)
+        return -1;
+    if (parent_of((pid_t)first) != parent) {
+        close(pidfd);
+        return -1;
+    }
+    *pid = (pid_t)first;
+    return pidfd;
+}
+
+/*
+ * sbx_same_as_ours: whether /proc/<pid>/<entry> names the same file as
+ * `ours` (both followed: "root" and "/", "ns/net" and
+ * "/proc/self/ns/net"), which tells whether pid still has this process's
+ * root or namespace.  -1 when either cannot be seen.  Any thread; no GIL.
+ */
+int sbx_same_as_ours(pid_t pid, const char *entry, const char *ours)
+{
+    char path[96];
+    struct stat theirs, mine;
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, entry);
+    if (stat(path, &theirs) != 0 || stat(ours, &mine) != 0)
+        return -1;
+    return theirs.st_dev == mine.st_dev && theirs.st_ino == mine.st_ino;
 }
 
 /*

@@ -220,6 +220,8 @@ void sbx_child_close_fds(struct sbx_child *child)
     for (int i = 0; i < SBX_MAX_CAPTURES; i++)
         close_fd(&child->capture_fds[i]);
     close_fd(&child->pidfd);
+    close_fd(&child->init_pidfd);
+    close_fd(&child->unix_list_fd);
 }
 
 /* Which hook sees a stream's kept bytes. */
@@ -244,7 +246,7 @@ struct pump {
     int n_streams;
     char *scratch;                /* CHUNK_SIZE bytes, on the heap: threads may have small stacks */
     struct sbx_watchdog watchdog; /* keeps the limits while a hook runs */
-    double ended_at; /* when the watchdog saw the sandbox end after its kill; -1: not */
+    double killed_at;             /* when the sandbox was killed on a limit or an abort; -1: not */
 };
 
 enum { STREAM_OPEN = 0, STREAM_EOF = 1, STREAM_ERROR = -1, STREAM_ABORT = -2, STREAM_KILLED = -3 };
@@ -266,9 +268,11 @@ static int hook_returned(struct pump *p)
         return 0;
     if (seen.fired == SBX_WATCH_DEADLINE)
         p->outcome->timed_out = 1;
+    else if (seen.fired == SBX_WATCH_DISK)
+        p->outcome->disk_exceeded = 1;
     else
         p->outcome->cpu_exceeded = 1;
-    p->ended_at = seen.ended_at;
+    p->killed_at = seen.killed_at;
     return 1;
 }
 
@@ -530,6 +534,22 @@ static int cpu_limit_passed(struct pump *p)
 }
 
 /*
+ * disk_limit_passed: pin the sandbox's init if it is not yet (so the reap
+ * can wait for it whatever becomes of bwrap), and tell whether the tmpfs
+ * at config->disk_dir holds more than config->disk_inodes inodes (then
+ * disk_exceeded is set).
+ */
+static int disk_limit_passed(struct pump *p)
+{
+    if (p->child->pid < 0 || !sbx_pin_init(p->child) || p->config->disk_inodes <= 0)
+        return 0;
+    if (sbx_sandbox_inodes(p->child, p->config->disk_dir) <= p->config->disk_inodes)
+        return 0;
+    p->outcome->disk_exceeded = 1;
+    return 1;
+}
+
+/*
  * pump_loop: the body of sbx_pump, up to the child's exit or the reason to
  * kill it.  Returns SBX_PUMP_* with *exited telling whether the child was
  * reaped (or found gone) here.
@@ -556,6 +576,8 @@ static int pump_loop(struct pump *p, double started, int *exited)
             outcome->timed_out = 1;
             return SBX_PUMP_DONE;
         }
+        /* As soon as bwrap has cloned it (its status pipe wakes the loop). */
+        sbx_pin_init(child);
         if (now >= next_tick) {
             next_tick = now + SBX_TICK_MS / 1000.0;
             if (hooks->tick != NULL) {
@@ -565,7 +587,7 @@ static int pump_loop(struct pump *p, double started, int *exited)
                 if (verdict == TICK_KILLED)
                     return SBX_PUMP_DONE;
             }
-            if (cpu_limit_passed(p))
+            if (cpu_limit_passed(p) || disk_limit_passed(p))
                 return SBX_PUMP_DONE;
         }
         fds[0].fd = child->in_fd >= 0 && input->pending.len > 0 ? child->in_fd : -1;
@@ -655,12 +677,12 @@ int sbx_pump(struct sbx_child *child, struct sbx_input *input, const struct sbx_
             (struct stream){&child->capture_fds[i], &outcome->captures[i], config->capture_caps[i],
                             &outcome->captures_truncated[i], HOOK_NONE};
     outcome->tree_cpu_time = -1.0;
-    p.ended_at = -1.0;
+    p.killed_at = -1.0;
     p.scratch = malloc(CHUNK_SIZE);
     if (p.scratch == NULL)
         saved_errno = ENOMEM;
-    else if (watched && sbx_watchdog_start(&p.watchdog, child, started + config->timeout_sec,
-                                           config->cpu_limit, config->cgroup_cpu_fd) != 0)
+    else if (watched &&
+             sbx_watchdog_start(&p.watchdog, child, config, started + config->timeout_sec) != 0)
         saved_errno = errno;
     if (saved_errno != 0) {
         /* Never run a hook unwatched: fail before the first. */
@@ -682,11 +704,15 @@ int sbx_pump(struct sbx_child *child, struct sbx_input *input, const struct sbx_
     seen[0] = outcome->out.len;
     seen[1] = outcome->err.len;
     close_fd(&child->in_fd);
-    if (!exited)
+    if (!exited) {
+        if (p.killed_at < 0)
+            p.killed_at = sbx_monotonic();
         outcome->status_known = sbx_kill_and_reap(child, &outcome->wait_status, &outcome->usage);
-    /* The sandbox's end: when the watchdog saw it end after its kill, not
-     * when the hook returned and the pump reaped it. */
-    outcome->wall_time = (p.ended_at >= 0 ? p.ended_at : sbx_monotonic()) - started;
+    }
+    /* The program's end: its exit, or the kill (by the watchdog while a hook
+     * ran, or here), not the end of the kernel's teardown that the reap
+     * waited for, nor when the hook returned. */
+    outcome->wall_time = (p.killed_at >= 0 ? p.killed_at : sbx_monotonic()) - started;
     if (drain_after_exit(&p, exited ? 0.0 : KILL_GRACE_SEC) != 0 && result == SBX_PUMP_DONE) {
         saved_errno = errno;
         result = SBX_PUMP_FAILED;

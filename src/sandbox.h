@@ -71,6 +71,9 @@ struct sbx_spec {
 struct sbx_child {
     pid_t pid;
     int pidfd;                         /* -1 when the kernel has no CLONE_PIDFD */
+    int init_pidfd;                    /* the sandbox's init once pinned (kill.c); -1 */
+    pid_t init_pid;                    /* its pid, valid while init_pidfd >= 0 */
+    int unix_list_fd;                  /* its netns's /proc/net/unix (unixgc.c); -1 */
     int in_fd;                         /* write end of the child's stdin, O_NONBLOCK */
     int out_fd;                        /* read end of the child's stdout, O_NONBLOCK */
     int err_fd;                        /* read end of the child's stderr, O_NONBLOCK */
@@ -160,10 +163,12 @@ struct sbx_pump_config {
     size_t stdout_cap;
     size_t stderr_cap;
     size_t capture_caps[SBX_MAX_CAPTURES];
-    double cpu_limit;   /* CPU seconds of the whole tree; 0: not watched */
-    int cgroup_cpu_fd;  /* cpuacct.usage (v1) or cpu.stat (v2) of the sandbox's cgroup; -1 */
-    int kill_on_cap;    /* kill the child as soon as a stream passes its cap */
-    double timeout_sec; /* wall-clock limit; the child is killed past it */
+    double cpu_limit;      /* CPU seconds of the whole tree; 0: not watched */
+    int cgroup_cpu_fd;     /* cpuacct.usage (v1) or cpu.stat (v2) of the sandbox's cgroup; -1 */
+    int kill_on_cap;       /* kill the child as soon as a stream passes its cap */
+    double timeout_sec;    /* wall-clock limit; the child is killed past it */
+    long long disk_inodes; /* inodes the tmpfs at disk_dir may hold; 0: not watched */
+    const char *disk_dir;  /* absolute, inside the sandbox (disk.c) */
     struct sbx_hooks hooks;
 };
 
@@ -182,6 +187,7 @@ struct sbx_outcome {
     int stderr_truncated;
     int killed_on_cap;
     int cpu_exceeded;
+    int disk_exceeded; /* the tmpfs at disk_dir passed disk_inodes */
     double tree_cpu_time;
     double wall_time;
     struct rusage usage;
@@ -204,24 +210,27 @@ enum { SBX_KILL_GONE = 0, SBX_KILL_SENT = 1, SBX_KILL_LAST = 2 };
 int sbx_reap(struct sbx_child *child, int *wait_status, struct rusage *usage);
 int sbx_child_has_exited(pid_t pid);
 int sbx_child_gone(const struct sbx_child *child);
-int sbx_kill_step(const struct sbx_child *child, double since);
+int sbx_pin_init(struct sbx_child *child);
+int sbx_kill_step(struct sbx_child *child, double since);
 int sbx_kill_and_reap(struct sbx_child *child, int *wait_status, struct rusage *usage);
 
 /*
- * The watchdog (watchdog.c): a thread that enforces the deadline and the CPU
- * limit while the pump's thread is inside a hook, which may run Python code
+ * The watchdog (watchdog.c): a thread that enforces the deadline, the CPU
+ * limit and the tmpfs's inodes while the pump's thread is inside a hook, which may run Python code
  * for as long as it likes.  Armed around each hook call; it looks every
  * SBX_TICK_MS (and at the deadline) and, once a limit passed, kills every
  * SBX_KILL_SLICE_SEC until bwrap has exited.  It never reaps and never
  * touches a Python object.  The fields below the lock are the lock's.
  */
-enum { SBX_WATCH_NONE = 0, SBX_WATCH_DEADLINE, SBX_WATCH_CPU };
+enum { SBX_WATCH_NONE = 0, SBX_WATCH_DEADLINE, SBX_WATCH_CPU, SBX_WATCH_DISK };
 
 struct sbx_watchdog {
-    const struct sbx_child *child; /* read only while armed */
-    double deadline;               /* sbx_monotonic() */
-    double cpu_limit;              /* 0: not watched */
+    struct sbx_child *child; /* touched only while armed (sbx_pin_init) */
+    double deadline;         /* sbx_monotonic() */
+    double cpu_limit;        /* 0: not watched */
     int cgroup_cpu_fd;
+    long long disk_inodes; /* as in sbx_pump_config */
+    const char *disk_dir;
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t wake;
@@ -236,12 +245,12 @@ struct sbx_watchdog {
 /* What the watchdog saw during one hook call. */
 struct sbx_watch_report {
     int fired;
-    double ended_at;
+    double killed_at; /* when it fired and killed: the end of the program's wall time */
     double cpu_used;
 };
 
-int sbx_watchdog_start(struct sbx_watchdog *w, const struct sbx_child *child, double deadline,
-                       double cpu_limit, int cgroup_cpu_fd);
+int sbx_watchdog_start(struct sbx_watchdog *w, struct sbx_child *child,
+                       const struct sbx_pump_config *config, double deadline);
 void sbx_watchdog_arm(struct sbx_watchdog *w);
 void sbx_watchdog_disarm(struct sbx_watchdog *w, struct sbx_watch_report *report);
 void sbx_watchdog_stop(struct sbx_watchdog *w);
@@ -250,7 +259,13 @@ double sbx_monotonic(void);
 double sbx_tree_cpu_seconds(pid_t root);
 double sbx_cgroup_cpu_seconds(int fd);
 double sbx_sandbox_cpu_seconds(pid_t root, int cgroup_cpu_fd);
-void sbx_kill_children(pid_t parent);
+long long sbx_sandbox_inodes(struct sbx_child *child, const char *dir);
+int sbx_collect_unix_garbage(void);
+int sbx_open_unix_list(pid_t init_pid, int init_pidfd);
+int sbx_unix_sockets_left(int fd);
+size_t sbx_kill_children(pid_t parent);
+int sbx_pin_child(pid_t parent, pid_t *pid);
+int sbx_same_as_ours(pid_t pid, const char *entry, const char *ours);
 int sbx_seccomp_program(char **program, size_t *length);
 
 #endif

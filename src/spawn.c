@@ -595,6 +595,9 @@ int sbx_spawn(const struct sbx_spec *spec, struct sbx_child *child, struct sbx_s
     }
     child->pid = -1;
     child->pidfd = child->in_fd = child->out_fd = child->err_fd = -1;
+    child->init_pidfd = -1;
+    child->init_pid = -1;
+    child->unix_list_fd = -1;
     child->cgroup_joined_at_clone = 0;
     error->stage = SBX_STAGE_NONE;
     error->err = 0;

@@ -60,8 +60,10 @@ static double next_look(const struct sbx_watchdog *w, double now)
 /*
  * look: one look while a hook runs, with w->lock held.  A sandbox that
  * ended by itself is left alone (the loop reaps it).  Otherwise the deadline,
- * then the CPU limit; once either passed, a round of the kill, and the time
- * bwrap was seen exited.  The thread only.
+ * then the CPU limit, then the inodes of the sandbox's tmpfs; once one
+ * passed, a round of the kill, and the time bwrap was seen exited.  The
+ * thread only (which may pin the init: the pump's thread leaves the child
+ * alone while armed).
  */
 static void look(struct sbx_watchdog *w, double now)
 {
@@ -77,6 +79,9 @@ static void look(struct sbx_watchdog *w, double now)
             if (used >= w->cpu_limit)
                 w->fired = SBX_WATCH_CPU;
         }
+        if (!w->fired && w->disk_inodes > 0 &&
+            sbx_sandbox_inodes(w->child, w->disk_dir) > w->disk_inodes)
+            w->fired = SBX_WATCH_DISK;
         if (!w->fired)
             return;
         w->fired_at = now;
@@ -119,8 +124,8 @@ static void *watch(void *opaque)
  * (and not be reaped while armed) until sbx_watchdog_stop.  Returns 0, or
  * -1 with errno set (nothing to stop then).  The pump's thread; no GIL.
  */
-int sbx_watchdog_start(struct sbx_watchdog *w, const struct sbx_child *child, double deadline,
-                       double cpu_limit, int cgroup_cpu_fd)
+int sbx_watchdog_start(struct sbx_watchdog *w, struct sbx_child *child,
+                       const struct sbx_pump_config *config, double deadline)
 {
     pthread_condattr_t cond_attr;
     pthread_attr_t attr;
@@ -130,8 +135,10 @@ int sbx_watchdog_start(struct sbx_watchdog *w, const struct sbx_child *child, do
     memset(w, 0, sizeof *w);
     w->child = child;
     w->deadline = deadline;
-    w->cpu_limit = cpu_limit;
-    w->cgroup_cpu_fd = cgroup_cpu_fd;
+    w->cpu_limit = config->cpu_limit;
+    w->cgroup_cpu_fd = config->cgroup_cpu_fd;
+    w->disk_inodes = config->disk_inodes;
+    w->disk_dir = config->disk_dir;
     w->ended_at = -1.0;
     w->cpu_used = -1.0;
     rc = pthread_mutex_init(&w->lock, NULL);
@@ -182,16 +189,15 @@ void sbx_watchdog_arm(struct sbx_watchdog *w)
 /*
  * sbx_watchdog_disarm: the hook returned; stop watching (waiting for a look
  * in progress to end) and fill report with what the watchdog saw so far:
- * which limit fired, when bwrap was seen exited after the kill, the largest
- * CPU sample.  Afterwards the thread leaves the child alone, so the pump's
- * thread may reap it.  The pump's thread.
+ * which limit fired and when it killed, the largest CPU sample.  Afterwards the thread leaves the
+ * child alone, so the pump's thread may reap it.  The pump's thread.
  */
 void sbx_watchdog_disarm(struct sbx_watchdog *w, struct sbx_watch_report *report)
 {
     pthread_mutex_lock(&w->lock);
     w->armed = 0;
     report->fired = w->fired;
-    report->ended_at = w->ended_at;
+    report->killed_at = w->fired_at;
     report->cpu_used = w->cpu_used;
     pthread_mutex_unlock(&w->lock);
 }

@@ -288,6 +288,7 @@ def test_no_exit_information() -> None:
         ("timed_out", Status.WALL_TIME_EXCEEDED),
         ("killed_on_cap", Status.OUTPUT_EXCEEDED),
         ("cpu_exceeded", Status.CPU_TIME_EXCEEDED),
+        ("disk_exceeded", Status.DISK_EXCEEDED),
     ],
 )
 def test_killed_on_a_limit_without_any_status_died_of_sigkill(fact: str, status: Status) -> None:
@@ -358,6 +359,7 @@ def test_status_values_are_the_spec() -> None:
         "WALL_TIME_EXCEEDED": "wall_time_exceeded",
         "MEMORY_EXCEEDED": "memory_exceeded",
         "OUTPUT_EXCEEDED": "output_exceeded",
+        "DISK_EXCEEDED": "disk_exceeded",
     }
 
 

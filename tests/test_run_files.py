@@ -338,6 +338,16 @@ def test_more_files_than_the_tmpfs_has_inodes_are_refused_up_front(
     """A host with little RAM has a few hundred thousand tmpfs inodes; faked small here,
     since making millions of files would take minutes."""
     monkeypatch.setattr(pysandbox._files, "_default_tmpfs_inodes", lambda: 5)
-    check_fits_tmpfs({"a/b": b"", "c": b""}, 1)  # 2 files, 1 directory, root, code
+    check_fits_tmpfs({"a/b": b"", "c": b""}, 1, 100)  # 2 files, 1 directory, root, code
     with pytest.raises(ValueError, match=r"files: 3 files and their directories take 6 inodes"):
-        check_fits_tmpfs({"a/b": b"", "c": b"", "d": b""}, 1)
+        check_fits_tmpfs({"a/b": b"", "c": b"", "d": b""}, 1, 100)
+
+
+def test_more_files_than_the_disk_allows_inodes_for_are_refused_up_front() -> None:
+    """Each file, directory and hard link counts ``DISK_BYTES_PER_INODE`` against
+    ``Limits.disk`` (past it the C core would kill the sandbox at once)."""
+    limits = Limits(disk=2**20)
+    files = {f"d/{i}": b"" for i in range(limits.disk_inodes() - 3)}  # d, root, code
+    run_python("", files=files, limits=limits)
+    with pytest.raises(ValueError, match=r"more than Limits\.disk \(1048576\) allows"):
+        run_python("", files={**files, "one-more": b""}, limits=limits)
