@@ -61,12 +61,11 @@ static void await_init(struct sbx_child *child)
 /*
  * sbx_reap: wait for child->pid (blocking) and record its status and rusage,
  * then for the sandbox's init to be gone (await_init), then, if it left a
- * unix socket, for the kernel to free the socket cycles it left
- * (unixgc.c).  The pid stays
- * reserved until this wait, so a kill before it can never hit a recycled
- * pid.  Returns 1 when the status was collected, 0 when it was lost
- * (ECHILD: the host auto-reaps, SIGCHLD ignored, or another thread of the
- * host reaped it).  Sets child->pid to -1 and closes the init's pidfd: the
+ * unix socket, for the kernel to free the socket cycles it left (unixgc.c).
+ * The pid stays reserved until this wait, so a kill before it can never hit
+ * a recycled pid.  Returns 1 when the status was collected, 0 when it was
+ * lost (ECHILD: the host auto-reaps, SIGCHLD ignored, or another thread of
+ * the host reaped it).  Sets child->pid to -1 and closes the init's fds: the
  * pump's thread only, never while the watchdog is armed.  No GIL needed.
  */
 int sbx_reap(struct sbx_child *child, int *wait_status, struct rusage *usage)
@@ -161,8 +160,8 @@ int sbx_child_gone(const struct sbx_child *child)
  * sbx_pin_init: pin the sandbox's init (bwrap's child, pid 1 of its pid
  * namespace) with a pidfd in child->init_pidfd, its pid in child->init_pid,
  * and open its network namespace's list of unix sockets (unixgc.c), unless
- * done already.  Only while bwrap is certainly ours and has not
- * exited, so its child is the init and no recycled pid.  Returns whether
+ * done already.  Only while bwrap is certainly ours and has not exited, so
+ * its child is the init and no recycled pid.  Returns whether
  * the init is pinned (0: bwrap has no child yet, or no fd was left).  The
  * thread that may touch child: the pump's, or the watchdog's while armed.
  * No GIL needed.
