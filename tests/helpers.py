@@ -50,3 +50,34 @@ def slow(idle_seconds: float) -> float:
 def cpu_overshoot(busy: int) -> float:
     """CPU seconds that ``busy`` processes burning at once may use past a CPU limit."""
     return min(busy, len(os.sched_getaffinity(0))) * CPU_OVERSHOOT_PER_CORE
+
+
+#: Sandbox-side Python, for a program that imports ``errno`` and has a ``report`` dict:
+#: ``attempt(key, action)`` records "done" when the action worked, else the errno name of
+#: the ``OSError`` it raised.
+ATTEMPT_SOURCE = """
+def attempt(key, action):
+    try:
+        action()
+        report[key] = "done"
+    except OSError as exc:
+        report[key] = errno.errorcode.get(exc.errno, str(exc.errno))
+"""
+
+#: Sandbox-side Python, for a program that imports ``ctypes`` and ``os`` and defines
+#: ``NUMBERS`` (system call numbers by name) before it calls: ``libc``, ``check(value)``
+#: (a libc or raw syscall result: -1 raises ``OSError`` with errno) and
+#: ``syscall(name, *args)``.
+SYSCALL_SOURCE = """
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+
+def check(value):
+    if value == -1:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+    return value
+
+def syscall(name, *args):
+    return check(libc.syscall(ctypes.c_long(NUMBERS[name]), *[ctypes.c_long(a) for a in args]))
+"""

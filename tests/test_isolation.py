@@ -19,25 +19,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import ATTEMPT_SOURCE
 
 from pysandbox import eval_in_sandbox
 from pysandbox._bwrap import movable
 
 # --------------------------------------------------------------------------- helpers
 
-PRELUDE = """
+PRELUDE = (
+    """
 import errno, json, os, sys
 
 report = {}
-
-def attempt(key, action):
-    # Record "done" when the action succeeded, else the errno name of its failure.
-    try:
-        action()
-        report[key] = "done"
-    except OSError as exc:
-        report[key] = errno.errorcode.get(exc.errno, str(exc.errno))
 """
+    + ATTEMPT_SOURCE
+)
 
 
 def attack(code: str, **params: object) -> dict[str, object]:

@@ -38,7 +38,7 @@ from pathlib import Path
 import pytest
 from callers import Caller
 from conftest import pids_with_marker
-from helpers import cpu_overshoot, slow
+from helpers import ATTEMPT_SOURCE, SYSCALL_SOURCE, cpu_overshoot, slow
 
 from pysandbox import Limits, Result, Status
 from pysandbox._bwrap import SANDBOX_ID_BASE
@@ -89,36 +89,21 @@ needs_numbers = pytest.mark.skipif(
 
 # --------------------------------------------------------------------------- helpers
 
-PRELUDE = """
+PRELUDE = (
+    """
 import ctypes, errno, json, os, sys
 
 report = {}
-libc = ctypes.CDLL(None, use_errno=True)
-libc.syscall.restype = ctypes.c_long
-
-def attempt(key, action):
-    # "done" when the action worked, else the errno name of its failure.
-    try:
-        action()
-        report[key] = "done"
-    except OSError as exc:
-        report[key] = errno.errorcode.get(exc.errno, str(exc.errno))
-
+"""
+    + ATTEMPT_SOURCE
+    + SYSCALL_SOURCE
+    + """
 def write_file(path, data, mode="w"):
     # Closed here, so that an error of the final flush is raised, not swallowed.
     with open(path, mode) as file:
         file.write(data)
-
-def check(value):
-    # A libc or raw syscall result: -1 raises OSError with errno.
-    if value == -1:
-        code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code))
-    return value
-
-def syscall(name, *args):
-    return check(libc.syscall(ctypes.c_long(NUMBERS[name]), *[ctypes.c_long(a) for a in args]))
 """
+)
 
 
 def attack_source(code: str, params: Mapping[str, object]) -> str:

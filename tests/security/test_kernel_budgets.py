@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 from callers import Caller, run_installed
-from helpers import slow
+from helpers import SYSCALL_SOURCE, slow
 
 from pysandbox import Limits, Result, Status
 from pysandbox._launch import MEMLOCK_BOUND, RTTIME_BOUND, SIGPENDING_BOUND
@@ -35,27 +35,17 @@ from pysandbox._launch import MEMLOCK_BOUND, RTTIME_BOUND, SIGPENDING_BOUND
 SYSTEM_FILE = os.path.realpath("/usr/lib/os-release")
 
 #: Shared by the sandboxed code and the host's check: ctypes wrappers for the calls.
-CALLS = r"""
+CALLS = (
+    r"""
 import ctypes, errno, fcntl, os, struct
 
-libc = ctypes.CDLL(None, use_errno=True)
-libc.syscall.restype = ctypes.c_long
 NUMBERS = {
     "x86_64": {"io_setup": 206, "io_destroy": 207, "memfd_secret": 447, "fcntl": 72},
     "aarch64": {"io_setup": 0, "io_destroy": 1, "memfd_secret": 447, "fcntl": 25},
 }[os.uname().machine]
-
-
-def check(value):
-    if value == -1:
-        code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code))
-    return value
-
-
-def syscall(name, *args):
-    return check(libc.syscall(ctypes.c_long(NUMBERS[name]), *[ctypes.c_long(a) for a in args]))
-
+"""
+    + SYSCALL_SOURCE
+    + r"""
 
 def io_setup(events):
     context = ctypes.c_ulong(0)
@@ -100,6 +90,7 @@ def attempt(report, key, action):
     except OSError as exc:
         report[key] = errno_name(exc)
 """
+)
 
 #: Spend every budget, take every lock, hold a read transaction; say so; wait for EOF.
 EXHAUST = (

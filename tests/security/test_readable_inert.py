@@ -34,13 +34,14 @@ from pathlib import Path
 import pytest
 from callers import Caller
 from conftest import pids_with_marker, unique_marker
-from helpers import slow
+from helpers import ATTEMPT_SOURCE, slow
 
 from pysandbox import Limits, Result, Status
 
 #: The sandboxed attack: ``python -c ATTACK TRAP``; waits until the host made the late
 #: objects (``late/ready``), tries each object, and prints a JSON report.
-ATTACK = r"""
+ATTACK = (
+    r"""
 import contextlib, errno, json, os, socket, sys, time
 trap = sys.argv[1]
 print("started", flush=True)
@@ -48,14 +49,9 @@ deadline = time.monotonic() + 60
 while not os.path.exists(trap + "/late/ready") and time.monotonic() < deadline:
     time.sleep(0.02)
 report = {}
-
-def attempt(key, action):
-    try:
-        action()
-        report[key] = "done"
-    except OSError as exc:
-        report[key] = errno.errorcode.get(exc.errno, str(exc.errno))
-
+"""
+    + ATTEMPT_SOURCE
+    + r"""
 def write_fifo(path, flags):
     fd = os.open(path, flags | os.O_NONBLOCK)
     os.write(fd, b"escaped")
@@ -99,6 +95,7 @@ for when in ("early", "late"):
     attempt(when + " raw pair", lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_RAW))
 print(json.dumps(report), flush=True)
 """
+)
 
 
 def expected_report() -> dict[str, object]:
