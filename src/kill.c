@@ -77,7 +77,7 @@ int sbx_reap(struct sbx_child *child, int *wait_status, struct rusage *usage)
     child->pid = -1;
     await_init(child);
     if (sbx_unix_sockets_left(child->unix_list_fd))
-        sbx_collect_unix_garbage();
+        sbx_collect_unix_garbage(child->unix_list_fd);
     if (child->unix_list_fd >= 0)
         close(child->unix_list_fd);
     child->unix_list_fd = -1;

@@ -36,6 +36,8 @@
 /* How long to wait for one pass of the collector; it takes milliseconds
  * even for a large cycle, but its worker may have to wait for a CPU. */
 #define UNIX_GC_WAIT_MS 2000
+/* Passes at most while the sandbox's sockets are still listed. */
+#define UNIX_GC_PASSES 64
 
 /*
  * send_fds: send one byte on sock with fds[0..n) attached.  Returns 0 or -1.
@@ -109,13 +111,26 @@ static int one_pass(void)
 /*
  * sbx_collect_unix_garbage: have the kernel free the unix socket cycles no
  * process can reach any more, and the files queued on them, and wait until
- * it has (two passes: see the file's comment), each pass bounded by
- * UNIX_GC_WAIT_MS.  Returns 1 when both passes were seen, else 0.  Any
- * thread; no GIL needed.
+ * it has: two passes (see the file's comment), then, with the sandbox's list
+ * open on list_fd (sbx_open_unix_list; -1: none), more passes until that
+ * list names no socket, up to UNIX_GC_PASSES in all (a busy host may run a
+ * pass before the sandbox's sockets were all put).  Returns 1 when the end
+ * was seen, else 0.  Any thread; no GIL needed.
  */
-int sbx_collect_unix_garbage(void)
+int sbx_collect_unix_garbage(int list_fd)
 {
-    return one_pass() && one_pass();
+    int passes;
+    if (!one_pass() || !one_pass())
+        return 0;
+    if (list_fd < 0)
+        return 1;
+    for (passes = 2; passes < UNIX_GC_PASSES; passes++) {
+        if (!sbx_unix_sockets_left(list_fd))
+            return 1;
+        if (!one_pass())
+            return 0;
+    }
+    return !sbx_unix_sockets_left(list_fd);
 }
 
 /*
