@@ -68,13 +68,14 @@ import contextlib
 import dataclasses
 import errno
 import itertools
+import mmap
 import os
 import re
 import secrets
 import signal
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ._cgroup_base import DEFAULT_FIX, enable, failure, open_ready_base
 from ._cgroup_files import (
@@ -104,6 +105,12 @@ _PID_MAX_LIMIT = 4 * 1024 * 1024
 #: together stay under one second.
 _KILL_SECONDS = 0.5
 _REMOVE_SECONDS = 0.4
+#: The most shared memory a dead group may still show once settled: its counters fold
+#: in up to 64 pages per CPU late.
+_SETTLED_SHMEM = 64 * (os.cpu_count() or 1) * mmap.PAGESIZE
+#: Passes of the kernel's deferred frees to wait for, at most, before a group goes.
+_SETTLE_PASSES = 16
+
 #: The limits the probe tries on a trial group.
 _TRIAL_PROCESSES = 64
 _TRIAL_MEMORY = 256 * 2**20
@@ -362,6 +369,34 @@ def _read_usage(nodes: Iterable[_Node]) -> CgroupUsage:
     )
 
 
+def _shmem(nodes: Iterable[_Node]) -> int | None:
+    """Bytes of shared memory charged to the group, or None without a memory node."""
+    for node in nodes:
+        if "memory" in node.controllers and node.fd >= 0:
+            return read_keyed(node.fd, node.files.memory_stat).get("shmem")
+    return None
+
+
+def _settle(nodes: list[_Node], gc_pass: Callable[[], bool]) -> None:
+    """Wait, while the group (empty now) still holds shared memory, for the kernel to
+    free it: memfds a sandbox left in a unix socket cycle that its own processes had the
+    collector free are put by a kernel worker, batch after batch, after the sandbox is
+    gone (``src/unixgc.c``).  Each ``gc_pass`` returns once everything put before it is
+    freed; two passes also cover the files queued on a socket freed in the first.  Stops
+    when a pass after those frees nothing more: what is left is held on purpose (a file
+    on a host tmpfs the sandbox could write)."""
+    held = _shmem(nodes)
+    passes = 0
+    while held is not None and held > _SETTLED_SHMEM and passes < _SETTLE_PASSES:
+        if not gc_pass():
+            return
+        passes += 1
+        now = _shmem(nodes)
+        if passes > 2 and now is not None and now >= held:
+            return
+        held = now
+
+
 def _open_tasks(node: _Node, procs_fd: int) -> int:
     """The v1 group's ``tasks`` file opened write-only (close-on-exec), or ``procs_fd``
     (its ``cgroup.procs``) when it cannot be opened; the caller owns the descriptor."""
@@ -566,13 +601,21 @@ class SandboxCgroup:
         the tmpfs pages it writes and its socket buffers; v1 caps the sockets apart, at
         the same size), or None.  v1 rounds it down to whole pages.
     :param remove_later: remove the directories in the reaper thread (see above).
+    :param settle: one pass of the kernel's deferred frees (``_sandbox.unix_gc_pass``):
+        given, the group is removed only once the shared memory it still holds after its
+        last process is gone is freed, or no pass frees more.
     :raises TypeError, ValueError: a limit is not None or a positive int.
     :raises SandboxError: (from ``__enter__``) a limit cannot be set here; the message
         names the file and the fix.  Nothing is left behind.
     """
 
     def __init__(
-        self, *, processes: int | None, memory: int | None, remove_later: bool = False
+        self,
+        *,
+        processes: int | None,
+        memory: int | None,
+        remove_later: bool = False,
+        settle: Callable[[], bool] | None = None,
     ) -> None:
         """Check the limits; nothing is created before ``__enter__``."""
         for name, value in (("processes", processes), ("memory", memory)):
@@ -594,6 +637,7 @@ class SandboxCgroup:
         self._state = "new"  # -> "entered" -> "exited"
         self._final: CgroupUsage | None = None
         self._remove_later = remove_later
+        self._settle = settle
 
     @classmethod
     def _adopt(cls, nodes: list[_Node]) -> SandboxCgroup:
@@ -830,7 +874,8 @@ class SandboxCgroup:
             self._cpu_fd = -1
         try:
             if any(node.fd >= 0 for node in self._nodes):
-                self.kill(_KILL_SECONDS)
+                if self.kill(_KILL_SECONDS) and self._settle is not None:
+                    _settle(self._nodes, self._settle)
                 self._final = _read_usage(self._nodes)
         except Exception:
             pass

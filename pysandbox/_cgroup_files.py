@@ -79,6 +79,8 @@ class ControlFiles:
     memory_limit: tuple[LimitFile, ...]
     #: Bytes: the highest charge of the group.
     memory_peak: str
+    #: Keyed: ``shmem`` is the bytes of shared memory (memfd, tmpfs) charged to the group.
+    memory_stat: str
     #: One-number counters of the times a memory limit was hit.
     memory_failcnt: tuple[str, ...]
     #: A keyed file, and its keys that are > 0 once the memory limit was hit.
@@ -118,6 +120,7 @@ CONTROL_FILES = {
             LimitFile("memory.kmem.tcp.limit_in_bytes", fix=_V1_SOCKETS_FIX),
         ),
         memory_peak="memory.max_usage_in_bytes",
+        memory_stat="memory.stat",
         memory_failcnt=("memory.failcnt", "memory.memsw.failcnt", "memory.kmem.tcp.failcnt"),
         memory_events="memory.oom_control",
         memory_event_keys=("under_oom", "oom_kill"),
@@ -138,6 +141,7 @@ CONTROL_FILES = {
         ),
         # Linux 5.19+; None is read on older kernels.
         memory_peak="memory.peak",
+        memory_stat="memory.stat",
         memory_failcnt=(),
         memory_events="memory.events",
         memory_event_keys=("max", "oom", "oom_kill"),

@@ -17,6 +17,7 @@ import os
 import resource
 from collections.abc import Iterator, Sequence
 
+from . import _sandbox
 from ._cgroup import CgroupUsage, SandboxCgroup, probe
 
 __all__ = ["Confinement", "confine"]
@@ -85,7 +86,10 @@ def confine(
         yield _without_cgroup(processes, base, support.reason)
         return
     # The group's empty directories are removed after the call returns (``drain``).
-    with SandboxCgroup(processes=want_pids, memory=want_memory, remove_later=True) as group:
+    # It outlives the sandbox until the memory it held is freed (``_cgroup._settle``).
+    with SandboxCgroup(
+        processes=want_pids, memory=want_memory, remove_later=True, settle=_sandbox.unix_gc_pass
+    ) as group:
         version = f"cgroup v{support.version}"
         where = f" (groups under {os.path.dirname(group.paths[0])})" if group.paths else ""
         if want_pids is not None:

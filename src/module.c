@@ -1217,11 +1217,33 @@ static PyObject *sandbox_landlock_abi(PyObject *module, PyObject *unused)
     return PyLong_FromLong(sbx_landlock_abi());
 }
 
+PyDoc_STRVAR(unix_gc_pass_doc,
+             "unix_gc_pass($module, /)\n--\n\n"
+             "Run the kernel's unix socket garbage collector once and wait until the\n"
+             "files put on its deferred list before it ran are freed (up to 2 s); False\n"
+             "when that was not seen.");
+
+/*
+ * sandbox_unix_gc_pass: see unix_gc_pass_doc.  Called with the GIL; waits
+ * without it.
+ */
+static PyObject *sandbox_unix_gc_pass(PyObject *module, PyObject *unused)
+{
+    int freed;
+    (void)module;
+    (void)unused;
+    Py_BEGIN_ALLOW_THREADS
+    freed = sbx_unix_gc_pass();
+    Py_END_ALLOW_THREADS
+    return PyBool_FromLong(freed);
+}
+
 static PyMethodDef sandbox_methods[] = {
     {"run", (PyCFunction)(void (*)(void))sandbox_run, METH_VARARGS | METH_KEYWORDS, run_doc},
     {"start", (PyCFunction)(void (*)(void))sandbox_start, METH_VARARGS | METH_KEYWORDS, start_doc},
     {"seccomp_program", sandbox_seccomp_program, METH_NOARGS, seccomp_doc},
     {"landlock_abi", sandbox_landlock_abi, METH_NOARGS, landlock_doc},
+    {"unix_gc_pass", sandbox_unix_gc_pass, METH_NOARGS, unix_gc_pass_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -261,6 +261,7 @@ double sbx_cgroup_cpu_seconds(int fd);
 double sbx_sandbox_cpu_seconds(pid_t root, int cgroup_cpu_fd);
 long long sbx_sandbox_inodes(struct sbx_child *child, const char *dir);
 int sbx_collect_unix_garbage(int list_fd);
+int sbx_unix_gc_pass(void);
 int sbx_open_unix_list(pid_t init_pid, int init_pidfd);
 int sbx_unix_sockets_left(int fd);
 size_t sbx_kill_children(pid_t parent);

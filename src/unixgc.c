@@ -14,13 +14,22 @@
  * already unreachable, so it freed them too.  The files it frees are put on
  * a kernel worker's list in one batch; a second canary's pass, whose batch
  * can only run after the first's, makes sure that batch (the sandbox's
- * memfds among it) is done.
+ * memfds among it) is done.  Files queued on a socket the collector frees
+ * are put one batch later: after the sandbox's list is seen empty, two
+ * more passes.
  *
  * That costs a few milliseconds (the worker puts files a jiffy later), so it
  * is done only when the sandbox left a unix socket: when it ends, every
  * socket its processes held is released, and what is still listed in the
  * /proc/net/unix of its network namespace (held open since the init was
  * pinned) is in flight.
+ *
+ * A sandbox can also have the collector run by itself (it releases the last
+ * end of its own cycle before it ends): nothing is listed at the reap, yet
+ * the worker may still be freeing its files.  Where a memory cgroup counts
+ * the sandbox, _cgroup.py sees that memory in the group and waits with
+ * sbx_unix_gc_pass (the module's unix_gc_pass) until it is gone; without
+ * one, nothing tells, and the README says so.
  */
 #define _GNU_SOURCE
 #include "sandbox.h"
@@ -67,11 +76,13 @@ static int send_fds(int sock, const int *fds, size_t n)
 }
 
 /*
- * one_pass: release one canary cycle and wait (up to UNIX_GC_WAIT_MS) for
- * the collector to free it.  Returns 1 when it did, 0 when it did not in
- * time or the canary could not be made (no fds left: nothing to wait for).
+ * sbx_unix_gc_pass: release one canary cycle and wait (up to
+ * UNIX_GC_WAIT_MS) for the collector to free it: every file put on the
+ * kernel's deferred list before it was put there is freed by then.  Returns
+ * 1 when it was freed, 0 when it was not in time or the canary could not be
+ * made (no fds left: nothing to wait for).  Any thread; no GIL needed.
  */
-static int one_pass(void)
+int sbx_unix_gc_pass(void)
 {
     int pair[2], pipe_fds[2], cargo[2], freed = 0;
     struct pollfd hangup;
@@ -111,26 +122,22 @@ static int one_pass(void)
 /*
  * sbx_collect_unix_garbage: have the kernel free the unix socket cycles no
  * process can reach any more, and the files queued on them, and wait until
- * it has: two passes (see the file's comment), then, with the sandbox's list
- * open on list_fd (sbx_open_unix_list; -1: none), more passes until that
- * list names no socket, up to UNIX_GC_PASSES in all (a busy host may run a
- * pass before the sandbox's sockets were all put).  Returns 1 when the end
- * was seen, else 0.  Any thread; no GIL needed.
+ * it has.  With the sandbox's list open on list_fd (sbx_open_unix_list; -1:
+ * none), passes until that list names no socket, up to UNIX_GC_PASSES (a
+ * busy host may run a pass before the sandbox's sockets were all put); then
+ * two more: a socket leaves the list as its release begins, and the files
+ * queued on it are put in the batch after the one that releases it, which
+ * only the second pass after is sure to follow (see the file's comment).
+ * Returns 1 when the end was seen, else 0.  Any thread; no GIL needed.
  */
 int sbx_collect_unix_garbage(int list_fd)
 {
-    int passes;
-    if (!one_pass() || !one_pass())
-        return 0;
-    if (list_fd < 0)
-        return 1;
-    for (passes = 2; passes < UNIX_GC_PASSES; passes++) {
-        if (!sbx_unix_sockets_left(list_fd))
-            return 1;
-        if (!one_pass())
+    int passes = 0;
+    while (list_fd >= 0 && sbx_unix_sockets_left(list_fd)) {
+        if (passes++ == UNIX_GC_PASSES || !sbx_unix_gc_pass())
             return 0;
     }
-    return !sbx_unix_sockets_left(list_fd);
+    return sbx_unix_gc_pass() && sbx_unix_gc_pass();
 }
 
 /*

@@ -637,3 +637,55 @@ def test_drain_after_fork_forgets_the_parents_groups() -> None:
     os.waitpid(pid, 0)
     assert _cgroup.drain(30)
     assert [path for path in paths if os.path.exists(path)] == []
+
+
+#: Writes argv[1] MiB to the file argv[2] (on a host tmpfs: charged to the group, and
+#: kept after the writer is gone).
+TMPFS_WRITER = """
+import sys
+with open(sys.argv[2], "wb") as file:
+    file.write(b"x" * (int(sys.argv[1]) * 2**20))
+"""
+
+
+def test_a_group_holding_shared_memory_on_purpose_waits_three_passes_only(
+    tmp_path: Path,
+) -> None:
+    """A file the group's process wrote on a tmpfs outlives it: the wait for the kernel's
+    deferred frees (``settle``) sees no pass free anything and gives up after three,
+    instead of waiting for memory nobody will free."""
+    requires("memory")
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or os.statvfs(shm).f_bavail * os.statvfs(shm).f_frsize < 64 * MiB:
+        pytest.skip("no tmpfs at /dev/shm with 64 MiB free")
+    target = shm / f"pysandbox-settle-{os.getpid()}-{tmp_path.name}"
+    passes: list[int | None] = []
+
+    def gc_pass() -> bool:
+        passes.append(_cgroup._shmem(group._nodes))
+        return True
+
+    try:
+        with SandboxCgroup(processes=None, memory=256 * MiB, settle=gc_pass) as group:
+            writer = start_inside(group, TMPFS_WRITER, "32", str(target))
+            assert writer.wait(timeout=30) == 0
+        assert target.stat().st_size == 32 * MiB
+        assert len(passes) == 3
+        assert all(held is not None and held >= 32 * MiB for held in passes), passes
+    finally:
+        target.unlink(missing_ok=True)
+
+
+def test_a_group_holding_no_shared_memory_waits_no_pass() -> None:
+    """The common end: nothing shared left, no pass of the kernel's frees waited for."""
+    requires("memory")
+    passes: list[int] = []
+
+    def gc_pass() -> bool:
+        passes.append(1)
+        return True
+
+    with SandboxCgroup(processes=None, memory=256 * MiB, settle=gc_pass) as group:
+        writer = start_inside(group, "import os; os.write(os.memfd_create('m'), b'x' * 2**24)")
+        assert writer.wait(timeout=30) == 0
+    assert passes == []
