@@ -387,6 +387,33 @@ print(attempt(lambda: os.close(os.open(PLACE + "/fifo", os.O_WRONLY | os.O_NONBL
 """
 
 
+#: Makes empty files in the working directory, far past the inode cap, and says how far
+#: it got (it is killed before the end when the cap holds).
+_MANY_FILES = """
+import os
+for i in range(200_000):
+    open(f"f{i}", "wb").close()
+    if i % 500 == 0:
+        print(i, flush=True)
+print("all", flush=True)
+"""
+
+
+def _check_disk_inodes() -> Check:
+    """The C core's watch of the working directory's inodes (statfs through the init's
+    root) fails silently when that root cannot be read: a sandbox then makes files
+    without end.  Here it must be killed past its cap."""
+    limits = Limits(wall_time=20, cpu_time=10, disk=1024 * 2**10)
+    result = run_python(_MANY_FILES, limits=limits)
+    lines = result.stdout_text().split()
+    made = f"killed after {lines[-1]}+ files" if lines else "killed before its first file"
+    if "all" in lines:
+        made = "all 200000 files made"
+    ok = result.status.value == "disk_exceeded"
+    detail = f"{limits.disk_inodes()} inodes allowed, {made} ({result.status.value})"
+    return Check("working directory's inode cap", ok, detail, "report this: the watch saw nothing")
+
+
 def _check_readable_inert() -> Check:
     """A host FIFO (with a reader) and a unix socket listener, world-writable, in a
     readable directory: the sandbox may open neither for writing."""
@@ -446,6 +473,7 @@ def selftest() -> SelftestReport:
         _check_network,
         _check_unix_sockets,
         _check_readable_inert,
+        _check_disk_inodes,
         _check_budgets,
     ]
     results = []

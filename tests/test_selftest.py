@@ -28,6 +28,7 @@ def test_every_protection_holds_on_this_host() -> None:
         "network",
         "unix sockets",
         "readable paths inert",
+        "working directory's inode cap",
         "kernel budgets",
     ]
     if os.geteuid() == 0:
@@ -68,6 +69,7 @@ def test_a_non_root_caller_without_a_delegated_cgroup_is_told_the_fix(
         "network": "[yes]",
         "unix sockets": "[yes]",
         "readable paths inert": "[yes]",
+        "working directory's inode cap": "[yes]",
         "kernel budgets": "[NO ]",
     }, out.stdout
     cap = lines.index(next(line for line in lines if line.startswith("[NO ] process cap")))
