@@ -25,6 +25,7 @@ from ._launch import SIGPENDING_BOUND
 from ._limits import Limits
 from ._readable import LANDLOCK_FIX, landlock_abi
 from ._run import run_python
+from ._types import Status
 
 __all__ = ["Check", "SelftestReport", "selftest"]
 
@@ -406,10 +407,11 @@ def _check_disk_inodes() -> Check:
     limits = Limits(wall_time=20, cpu_time=10, disk=1024 * 2**10)
     result = run_python(_MANY_FILES, limits=limits)
     lines = result.stdout_text().split()
-    made = f"killed after {lines[-1]}+ files" if lines else "killed before its first file"
     if "all" in lines:
         made = "all 200000 files made"
-    ok = result.status.value == "disk_exceeded"
+    else:
+        made = f"killed after {lines[-1]}+ files" if lines else "killed before its first file"
+    ok = result.status is Status.DISK_EXCEEDED
     detail = f"{limits.disk_inodes()} inodes allowed, {made} ({result.status.value})"
     return Check("working directory's inode cap", ok, detail, "report this: the watch saw nothing")
 
