@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import enum
 import inspect
-import os
 import re
 import subprocess
 import sys
@@ -135,11 +134,20 @@ def loaded_modules() -> list[str]:
 
 
 def test_ids() -> list[str]:
+    # The venv's pytest script, not ``python -m pytest``: -m would put the checkout's
+    # root first on sys.path and import the uncompiled source package.
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        [
+            str(Path(sys.executable).with_name("pytest")),
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,
+        check=True,
     )
     return sorted(line for line in done.stdout.splitlines() if "::" in line)
 
@@ -150,7 +158,6 @@ def wheel_files() -> list[str]:
             [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, str(ROOT)],
             check=True,
             capture_output=True,
-            env={**os.environ, "PIP_NO_BUILD_ISOLATION": "0"},
         )
         (wheel,) = Path(out).glob("*.whl")
         with zipfile.ZipFile(wheel) as archive:
