@@ -6,8 +6,8 @@ Eight commands are measured in the same run, interleaved call by call (the order
 every round, so no command always runs first or right after another):
 
 * ``pysandbox.run(["/bin/true"])``;
-* the bwrap command line pysandbox builds for that call (``pysandbox._launch.command_line``
-  of the plan ``pysandbox._run.build_plan`` makes for it), run from ``/bin/sh`` with
+* the bwrap command line pysandbox builds for that call (``pysandbox._launch.launcher.command_line``
+  of the plan ``pysandbox._api.run.build_plan`` makes for it), run from ``/bin/sh`` with
   ``exec`` under the same resource limits (``ulimit``), with its status, report and
   files fds sent to ``/dev/null`` and the lifeline's read end from this process, which
   holds the write end as pysandbox's caller does (the init refuses to run without one):
@@ -48,7 +48,10 @@ from collections.abc import Callable, Sequence
 from measuring import interleaved, loadavg, quartiles
 
 import pysandbox
-from pysandbox import Limits, Result, Status, _bwrap, _launch, _run
+from pysandbox import Limits, Result, Status
+from pysandbox._api import run as _run
+from pysandbox._launch import bwrap as _bwrap
+from pysandbox._launch import launcher as _launch
 
 SHELL = "/bin/sh"
 TRUE_ARGV = ["/bin/true"]

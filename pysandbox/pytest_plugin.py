@@ -17,12 +17,12 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from ._async import run_async, run_python_async
-from ._limits import Limits
-from ._options import LIMIT_OPTIONS
-from ._run import run, run_python
-from ._types import Result, _output_tails
-from ._verdict import describe, size_text
+from ._api.aio import run_async, run_python_async
+from ._api.run import run, run_python
+from ._frontends.options import LIMIT_OPTIONS
+from ._model.limits import Limits
+from ._model.result import Result, _output_tails
+from ._model.verdict import describe, size_text
 
 __all__ = ["SECTION_PREFIX", "Sandbox", "sandbox_report"]
 

@@ -22,9 +22,9 @@ from test_cli import SCRIPT, TIMEOUT, WITH_DEFAULT_SIGINT, assert_usage_error, c
 from test_runner_map import running
 
 from pysandbox import Limits, Outcome, Status
-from pysandbox._batch import BatchReport, run_batch
-from pysandbox._map import READ_AHEAD
-from pysandbox._results_file import ResultsFile
+from pysandbox._runner.batch import BatchReport, run_batch
+from pysandbox._runner.map import READ_AHEAD
+from pysandbox._runner.results_file import ResultsFile
 
 
 def write_jobs(path: Path, *jobs: object) -> Path:

@@ -1,4 +1,4 @@
-"""Per-sandbox control groups (``pysandbox._cgroup``), against the real kernel.
+"""Per-sandbox control groups (``pysandbox._cgroups.group``), against the real kernel.
 
 No bwrap: the processes are moved into the group the way the C core's spawn child will
 do it, by writing ``b"0"`` into a ``procs_fds`` descriptor before (or right after) exec.
@@ -25,10 +25,10 @@ from callers import run_installed
 from helpers import KILL_LATENCY
 
 import pysandbox
-from pysandbox import _cgroup
-from pysandbox._cgroup import PARENT, CgroupUsage, SandboxCgroup, probe
-from pysandbox._cgroup_mounts import discover
-from pysandbox._errors import SandboxError
+from pysandbox._cgroups import group as _cgroup
+from pysandbox._cgroups.group import PARENT, CgroupUsage, SandboxCgroup, probe
+from pysandbox._cgroups.mounts import discover
+from pysandbox._model.errors import SandboxError
 
 pytestmark = pytest.mark.no_bwrap
 
@@ -158,7 +158,7 @@ def test_probe_says_what_is_supported_and_why_not() -> None:
 def test_probe_leaves_no_trial_group(tmp_path: Path) -> None:
     """A fresh process probes (nothing cached); none of its trial groups remain."""
     requires("pids")
-    code = "import os; from pysandbox._cgroup import probe; print(os.getpid(), probe().pids)"
+    code = "import os; from pysandbox._cgroups.group import probe; print(os.getpid(), probe().pids)"
     before = set(groups_of(None))
     out = subprocess.run(
         [sys.executable, "-c", code],
@@ -201,8 +201,8 @@ def test_non_root_caller_is_told_why_and_the_fix() -> None:
         pytest.skip("needs root, to drop to nobody")
     code = """
 import json, os
-from pysandbox._cgroup import SandboxCgroup, probe
-from pysandbox._errors import SandboxError
+from pysandbox._cgroups.group import SandboxCgroup, probe
+from pysandbox._model.errors import SandboxError
 os.setgroups([])
 os.setgid(65534)
 os.setuid(65534)
@@ -589,8 +589,8 @@ def test_a_run_on_cgroup_v2_is_born_in_its_group() -> None:
     """Through the API: on a v2 host the sandbox's first process was created in its group
     (no migration); on v1 it moved itself."""
     requires("pids", "memory")
-    from pysandbox._launch import launch
-    from pysandbox._run import build_plan
+    from pysandbox._api.run import build_plan
+    from pysandbox._launch.launcher import launch
 
     plan, _limits = build_plan(["/bin/true"])
     facts = launch(plan)

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 from callers import UNPRIVILEGED_UID, run_installed
 
-from pysandbox._cgroup_base import open_ready_base
-from pysandbox._cgroup_mounts import LEAF, Hierarchy, base_of, own_cgroup, parse_mountinfo
+from pysandbox._cgroups.base import open_ready_base
+from pysandbox._cgroups.mounts import LEAF, Hierarchy, base_of, own_cgroup, parse_mountinfo
 
 pytestmark = pytest.mark.no_bwrap
 
@@ -165,9 +165,9 @@ def test_pids_first_does_not_leave_the_base_a_thread_root() -> None:
 #: readies the group as its base, and says where it is and what was enabled or why not.
 NON_ROOT_CALLER = """
 import json, os, sys
-from pysandbox._cgroup_base import open_ready_base
-from pysandbox._cgroup_mounts import Hierarchy, own_cgroup
-from pysandbox._errors import SandboxError
+from pysandbox._cgroups.base import open_ready_base
+from pysandbox._cgroups.mounts import Hierarchy, own_cgroup
+from pysandbox._model.errors import SandboxError
 mountpoint, dev, group, controller, uid = sys.argv[1:]
 with open(os.path.join(group, "cgroup.procs"), "w") as procs:
     procs.write(str(os.getpid()))

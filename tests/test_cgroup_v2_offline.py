@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from pysandbox import _sandbox
-from pysandbox._cgroup import (
+from pysandbox._cgroups.group import (
     PARENT,
     CgroupUsage,
     SandboxCgroup,
@@ -44,7 +44,7 @@ from pysandbox._cgroup import (
     _read_usage,
     _set_limits,
 )
-from pysandbox._cgroup_mounts import (
+from pysandbox._cgroups.mounts import (
     Hierarchy,
     base_of,
     choose,
@@ -52,7 +52,7 @@ from pysandbox._cgroup_mounts import (
     own_cgroup,
     parse_mountinfo,
 )
-from pysandbox._errors import SandboxError
+from pysandbox._model.errors import SandboxError
 
 pytestmark = pytest.mark.no_bwrap
 

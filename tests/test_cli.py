@@ -479,7 +479,7 @@ def test_the_command_line_imports_no_asyncio_until_an_async_form_is_used() -> No
     """asyncio's import is about 30 ms of every command line's start-up: the package
     loads its async forms only when one is asked for."""
     check = (
-        "import sys, pysandbox._cli\n"
+        "import sys, pysandbox._frontends.cli\n"
         "before = 'asyncio' in sys.modules\n"
         "pysandbox.run_async\n"
         "print(before, 'asyncio' in sys.modules)\n"

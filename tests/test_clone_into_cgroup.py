@@ -33,9 +33,11 @@ import pytest
 from conftest import children_of
 from helpers import slow
 
-from pysandbox import _launch, _run, _sandbox
-from pysandbox._cgroup_mounts import unescape
-from pysandbox._lifeline import lifeline
+from pysandbox import _sandbox
+from pysandbox._api import run as _run
+from pysandbox._cgroups.mounts import unescape
+from pysandbox._launch import launcher as _launch
+from pysandbox._launch.lifeline import lifeline
 
 #: The C core's names of the two steps that may refuse a group.
 AT_CLONE = "joining the sandbox's cgroup at clone"

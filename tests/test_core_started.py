@@ -12,7 +12,8 @@ import pytest
 from conftest import children_of
 from helpers import KILL_LATENCY, PROMPTLY
 
-from pysandbox import _codefile, _sandbox
+from pysandbox import _sandbox
+from pysandbox._launch import codefile as _codefile
 
 SH = "/bin/sh"
 

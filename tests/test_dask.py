@@ -35,7 +35,7 @@ from test_runner_map import running
 from tqdm import tqdm
 
 from pysandbox import Job, Outcome, Runner
-from pysandbox._dask import WINDOW_PER_SLOT, connect, worker_runners
+from pysandbox._runner.dask import WINDOW_PER_SLOT, connect, worker_runners
 
 
 def _ancestors(pid: int) -> Iterator[int]:

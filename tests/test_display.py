@@ -9,15 +9,8 @@ import signal
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from pysandbox import (
-    Check,
-    ProcessOutput,
-    Result,
-    SelftestReport,
-    Status,
-    _display,
-    run_python,
-)
+from pysandbox import Check, ProcessOutput, Result, SelftestReport, Status, run_python
+from pysandbox._model import display as _display
 
 HEAD = _display.FOLD_HEAD_LINES
 TAIL = _display.FOLD_TAIL_LINES

@@ -20,9 +20,9 @@ import pytest
 from callers import Caller
 
 import pysandbox
-import pysandbox._run
+import pysandbox._api.run
 from pysandbox import File, Limits, SandboxError, Status, run, run_async, run_python
-from pysandbox._files import tmpfs_footprint
+from pysandbox._model.filestream import tmpfs_footprint
 
 SCRIPT = b"#!/bin/sh\necho ran as $0\n"
 GENEROUS = Limits(cpu_time=10, wall_time=60)
@@ -179,7 +179,7 @@ def test_the_init_refuses_a_stream_with_other_mode_bits(
         header = b"F" + bytes([mode]) + struct.pack("<I", len(name)) + name
         return header + struct.pack("<Q", len(data)) + data + b"E\x00"
 
-    monkeypatch.setattr(pysandbox._run, "encode_files", with_mode)
+    monkeypatch.setattr(pysandbox._api.run, "encode_files", with_mode)
     with pytest.raises(SandboxError, match=r"reading the input files \(malformed stream\)"):
         run(["/bin/sh", "-c", "echo the program ran"], files={"x": b"ignored"})
 

@@ -10,7 +10,7 @@ import types
 import pytest
 
 from pysandbox import File
-from pysandbox._files import (
+from pysandbox._model.filestream import (
     MAX_COMPONENT_BYTES,
     MAX_NAME_BYTES,
     MODE_EXECUTABLE,

@@ -33,7 +33,7 @@ from pysandbox import (
     SelftestReport,
     Status,
 )
-from pysandbox._types import FrozenFiles
+from pysandbox._model.result import FrozenFiles
 
 GOLDEN = Path(__file__).parent / "golden"
 VERSIONS = sorted(path.stem for path in GOLDEN.glob("*.pickle"))

@@ -14,7 +14,7 @@ import pytest
 
 import pysandbox
 from pysandbox import eval_in_sandbox
-from pysandbox._bwrap import (
+from pysandbox._launch.bwrap import (
     SYSTEM_DIRS,
     InterpreterView,
     filesystem_options,
@@ -24,7 +24,7 @@ from pysandbox._bwrap import (
     python_mounts,
     resolve_links,
 )
-from pysandbox._errors import SandboxError
+from pysandbox._model.errors import SandboxError
 
 
 def test_same_interpreter_and_version_inside() -> None:

@@ -23,7 +23,8 @@ import pytest
 from conftest import children_of, pids_with_marker, survivors
 from helpers import KILL_LATENCY, PROMPTLY, slow
 
-from pysandbox import ProcessOutput, SandboxError, _cgroup, eval_in_sandbox
+from pysandbox import ProcessOutput, SandboxError, eval_in_sandbox
+from pysandbox._cgroups import group as _cgroup
 
 SIGPIPE_BIT = 1 << (signal.SIGPIPE - 1)
 SIGXFSZ_BIT = 1 << (signal.SIGXFSZ - 1)

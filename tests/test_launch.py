@@ -12,7 +12,7 @@ from callers import run_unprivileged
 
 import pysandbox
 from pysandbox import Status, eval_in_sandbox, run_python
-from pysandbox._launch import FdLayout
+from pysandbox._launch.launcher import FdLayout
 
 PACKAGE = Path(pysandbox.__file__).parent
 LIMITS_INSIDE = """
@@ -29,7 +29,7 @@ def test_only_the_launch_module_calls_the_c_core() -> None:
     """``_sandbox.run`` and ``_sandbox.start`` (a warm sandbox) are called in one module
     only, so a default added there reaches every API."""
     callers = []
-    for source in sorted(PACKAGE.glob("*.py")):
+    for source in sorted(PACKAGE.rglob("*.py")):
         tree = ast.parse(source.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if (
@@ -39,8 +39,8 @@ def test_only_the_launch_module_calls_the_c_core() -> None:
                 and isinstance(node.func.value, ast.Name)
                 and node.func.value.id == "_sandbox"
             ):
-                callers.append(source.name)
-    assert set(callers) == {"_launch.py"}
+                callers.append(source.relative_to(PACKAGE).as_posix())
+    assert set(callers) == {"_launch/launcher.py"}
 
 
 def test_fd_layout_numbers_payloads_then_captures() -> None:
@@ -125,8 +125,8 @@ def test_no_cgroup_is_left_once_the_reaper_drains() -> None:
     """The groups of finished sandboxes are removed after the call returns, by the
     reaper thread: once it drains, none of this process's groups is left, whichever API
     made them; the counters were read before the call returned."""
-    from pysandbox import _cgroup
-    from pysandbox._cgroup_mounts import discover
+    from pysandbox._cgroups import group as _cgroup
+    from pysandbox._cgroups.mounts import discover
 
     def ours() -> set[Path]:
         prefix = f"{_cgroup.PARENT}-{os.getpid()}-"

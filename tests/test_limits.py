@@ -9,7 +9,7 @@ from fractions import Fraction
 
 import pytest
 
-from pysandbox._limits import MAX_LIMIT, MIN_OPEN_FILES, MIN_PROCESSES, Limits
+from pysandbox._model.limits import MAX_LIMIT, MIN_OPEN_FILES, MIN_PROCESSES, Limits
 
 pytestmark = pytest.mark.no_bwrap
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from callers import run_unprivileged
 
 from pysandbox import Limits, Status, run, run_python
-from pysandbox._launch import FdLayout
-from pysandbox._limits import _HANDED_FDS, MIN_OPEN_FILES, MIN_PROCESSES
+from pysandbox._launch.launcher import FdLayout
+from pysandbox._model.limits import _HANDED_FDS, MIN_OPEN_FILES, MIN_PROCESSES
 
 #: Tries to fork once; ``processes`` at its minimum leaves no room for that.
 FORK_ONCE = """
@@ -72,7 +72,7 @@ NON_ROOT_DRIVER = """
 import json, sys
 sys.path.insert(0, SHARED)
 from pysandbox import Limits, run_python
-from pysandbox._limits import MIN_OPEN_FILES, MIN_PROCESSES
+from pysandbox._model.limits import MIN_OPEN_FILES, MIN_PROCESSES
 limits = Limits(processes=MIN_PROCESSES, open_files=MIN_OPEN_FILES)
 result = run_python(CODE, limits=limits, files={"in/data.txt": b"input"})
 print(json.dumps({

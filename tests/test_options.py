@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from pysandbox import Limits
-from pysandbox._options import LIMIT_OPTIONS, add_limit_options, limits_from
+from pysandbox._frontends.options import LIMIT_OPTIONS, add_limit_options, limits_from
 
 pytestmark = pytest.mark.no_bwrap
 

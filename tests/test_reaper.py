@@ -1,4 +1,4 @@
-"""``pysandbox._reaper.Reaper``: the background clean-up the cgroup layer hands its
+"""``pysandbox._cgroups.reaper.Reaper``: the background clean-up the cgroup layer hands its
 finished groups to (its use there is tested in ``test_cgroup.py``, ``test_launch.py`` and
 ``security/test_caller_death.py``)."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from helpers import PROMPTLY
 
-from pysandbox._reaper import Reaper
+from pysandbox._cgroups.reaper import Reaper
 
 
 class _Log:
@@ -123,7 +123,7 @@ def test_at_exit_the_jobs_left_run_then_the_exit_hook(tmp_path: Path) -> None:
     out = tmp_path / "log"
     program = textwrap.dedent(
         f"""
-        from pysandbox._reaper import Reaper
+        from pysandbox._cgroups.reaper import Reaper
         log = open({str(out)!r}, "w")
         reaper = Reaper(
             name="exit-test",

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from helpers import PROMPTLY
 
-import pysandbox._files
+import pysandbox._model.filestream
 from pysandbox import Limits, Result, Status, run, run_python
-from pysandbox._files import check_fits_tmpfs, tmpfs_footprint, tmpfs_inodes
+from pysandbox._model.filestream import check_fits_tmpfs, tmpfs_footprint, tmpfs_inodes
 
 MiB = 2**20
 
@@ -337,7 +337,7 @@ def test_more_files_than_the_tmpfs_has_inodes_are_refused_up_front(
 ) -> None:
     """A host with little RAM has a few hundred thousand tmpfs inodes; faked small here,
     since making millions of files would take minutes."""
-    monkeypatch.setattr(pysandbox._files, "_default_tmpfs_inodes", lambda: 5)
+    monkeypatch.setattr(pysandbox._model.filestream, "_default_tmpfs_inodes", lambda: 5)
     check_fits_tmpfs({"a/b": b"", "c": b""}, 1, 100)  # 2 files, 1 directory, root, code
     with pytest.raises(ValueError, match=r"files: 3 files and their directories take 6 inodes"):
         check_fits_tmpfs({"a/b": b"", "c": b"", "d": b""}, 1, 100)

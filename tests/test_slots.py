@@ -1,5 +1,5 @@
 """The order in which a Runner's slots are given: first come first served, and a map's
-jobs in input order however their threads are scheduled (``pysandbox/_slots.py``)."""
+jobs in input order however their threads are scheduled (``pysandbox/_runner/slots.py``)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from helpers import PROMPTLY
 
 from pysandbox import Job, Outcome
-from pysandbox._errors import Cancelled
-from pysandbox._map import map_jobs
-from pysandbox._slots import Slots, Turns, place_in_line
+from pysandbox._model.errors import Cancelled
+from pysandbox._runner.map import map_jobs
+from pysandbox._runner.slots import Slots, Turns, place_in_line
 
 
 def _wait_until(condition: object, what: str) -> None:

@@ -24,7 +24,8 @@ from conftest import children_of
 from helpers import KILL_LATENCY, PROMPTLY, cpu_overshoot, slow
 from warm import wait_ready
 
-from pysandbox import Limits, Result, Runner, SandboxError, Status, _codefile
+from pysandbox import Limits, Result, Runner, SandboxError, Status
+from pysandbox._launch import codefile as _codefile
 
 #: Everything of the interpreter, the process and the sandbox the code can look at,
 #: printed as JSON; the parts that differ between any two sandboxes (pipe and mount
@@ -410,7 +411,8 @@ def test_a_sandbox_that_ended_by_itself_is_not_used() -> None:
 
 def test_a_lost_lease_kills_the_sandbox_before_its_code_runs() -> None:
     """If the lease is gone at the hand-over, the code never runs in that sandbox."""
-    from pysandbox import _launch, _run
+    from pysandbox._api import run as _run
+    from pysandbox._launch import launcher as _launch
 
     program, source = _run.python_program("open('/sandbox/ran', 'w')", ())
     plan, _ = _run.build_plan(program, code=source)

@@ -9,7 +9,7 @@ caps per sandbox, the syscall filter) and does not repeat it.
 
 Each attack runs twice, from a root caller and from a non-root one (fixture ``caller``,
 ``tests/callers.py``), with the same host-side checks.  Where the security model differs
-for a non-root caller by design (README, "Security model"; ``pysandbox/_confine.py``:
+for a non-root caller by design (README, "Security model"; ``pysandbox/_launch/confine.py``:
 no cgroup, so no total memory cap and a process cap per uid; the sandbox runs as the
 caller's uid in a user namespace), the test says so and checks what holds instead.
 
@@ -41,8 +41,8 @@ from conftest import pids_with_marker
 from helpers import ATTEMPT_SOURCE, SYSCALL_SOURCE, cpu_overshoot, slow
 
 from pysandbox import Limits, Result, Status
-from pysandbox._bwrap import SANDBOX_ID_BASE
-from pysandbox._readable import landlock_abi
+from pysandbox._launch.bwrap import SANDBOX_ID_BASE
+from pysandbox._launch.readable import landlock_abi
 
 MiB = 2**20
 NOBODY = 65534

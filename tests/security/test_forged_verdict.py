@@ -120,7 +120,7 @@ def test_to_a_pipe_the_output_stays_byte_exact() -> None:
 @settings(max_examples=500, deadline=None)
 @given(st.text())
 def test_escaped_text_holds_no_control_character_but_newline_and_tab(text: str) -> None:
-    from pysandbox._escape import escape_report
+    from pysandbox._model.escape import escape_report
 
     for char in escape_report(text):
         assert char in "\n\t" or not (

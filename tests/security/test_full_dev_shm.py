@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 from callers import Caller
 
-from pysandbox import _codefile
+from pysandbox._launch import codefile as _codefile
 
 #: Run as root in the new mount namespace: refuses unless it really is another than the
 #: test process's (whose inode number comes first), mounts the tiny tmpfs over /dev/shm,

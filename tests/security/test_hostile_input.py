@@ -26,8 +26,8 @@ from test_batch import by_id, summary
 from test_cli import assert_usage_error, cli
 
 from pysandbox import Job, Outcome
-from pysandbox._options import parse_count, parse_seconds, parse_size
-from pysandbox._results_file import ResultsFile, ResultsFileError
+from pysandbox._frontends.options import parse_count, parse_seconds, parse_size
+from pysandbox._runner.results_file import ResultsFile, ResultsFileError
 
 DEEP = b"[" * 10**5 + b"]" * 10**5
 BIG = "9" * 400
@@ -66,7 +66,7 @@ def _job_or_error(data: object) -> None:
 
 @pytest.mark.parametrize("line", LINES, ids=range(len(LINES)))
 def test_each_hostile_line_is_refused_by_the_parser_or_by_from_dict(line: bytes) -> None:
-    from pysandbox._untrusted import loads
+    from pysandbox._model.untrusted import loads
 
     try:
         data = loads(line, max_bytes=2**20)
@@ -81,7 +81,7 @@ def test_the_pre_scan_is_linear_on_strings_of_quotes_and_backslashes() -> None:
     """A backtracking string pattern took hours on these (every quote a new start that
     scans to the end); each is one pass (a tenth of a second idle; the bound is for a
     loaded machine)."""
-    from pysandbox._untrusted import loads
+    from pysandbox._model.untrusted import loads
 
     for hostile in [b'"\\' * 500_000, b'"' * 10**6, b'["\\"]' * 200_000]:
         started = time.monotonic()
@@ -151,7 +151,7 @@ def test_outcome_from_dict_of_anything_is_an_outcome_or_a_value_error(
     | st.text(max_size=200).map(lambda t: t.encode("utf-8", "surrogatepass"))
 )
 def test_loads_of_any_bytes_is_a_value_or_a_value_error(line: bytes) -> None:
-    from pysandbox._untrusted import loads
+    from pysandbox._model.untrusted import loads
 
     with contextlib.suppress(ValueError):
         _job_or_error(loads(line, max_bytes=2**20))
@@ -253,7 +253,7 @@ def test_a_batch_with_hostile_lines_on_a_cluster(tmp_path: Path) -> None:
 def test_a_line_past_the_cap_is_one_line_and_costs_the_cap() -> None:
     import io
 
-    from pysandbox._untrusted import bounded_lines, loads
+    from pysandbox._model.untrusted import bounded_lines, loads
 
     stream = io.BytesIO(b'{"python": "1"}\n' + b"x" * 10_000 + b'\n{"python": "2"}')
     lines = list(bounded_lines(stream, 100))

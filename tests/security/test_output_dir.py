@@ -20,7 +20,7 @@ import pytest
 from callers import Caller
 from test_cli import SCRIPT, TIMEOUT, assert_usage_error, cli
 
-from pysandbox._output_dir import OutputDirError, prepare, write_files
+from pysandbox._frontends.output_dir import OutputDirError, prepare, write_files
 
 HOSTILE = """
 import os

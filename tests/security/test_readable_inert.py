@@ -321,7 +321,7 @@ def test_job_readable_reaches_no_host_socket_or_fifo(caller: Caller, trap: Trap)
 CLI = """
 import sys
 sys.path.insert(0, sys.argv[1])
-from pysandbox._cli import main
+from pysandbox._frontends.cli import main
 sys.exit(main(sys.argv[2:]))
 """
 
@@ -419,7 +419,8 @@ def test_without_landlock_a_readable_directory_is_refused(
     """Where the kernel has no Landlock (forced here by replacing the probe: this tests
     the refusal, not the safety), a readable directory raises ``SandboxError`` naming the
     cause and the fix before anything runs; a regular file is still fine."""
-    from pysandbox import SandboxError, _readable, run
+    from pysandbox import SandboxError, run
+    from pysandbox._launch import readable as _readable
 
     monkeypatch.setattr(_readable, "landlock_abi", lambda: 0)
     with pytest.raises(SandboxError, match=r"no Landlock.*lsm="):
@@ -458,7 +459,8 @@ def test_the_program_never_runs_unconfined_when_landlock_fails(
     """Fail closed: when the init cannot build the Landlock domain it was told to (here a
     writable place that does not exist in the sandbox), the program does not run and the
     call raises ``SandboxError`` naming the cause."""
-    from pysandbox import SandboxError, _launch, run
+    from pysandbox import SandboxError, run
+    from pysandbox._launch import launcher as _launch
 
     real = _launch._landlock_options
 

@@ -14,9 +14,11 @@ from __future__ import annotations
 import pytest
 from callers import Caller
 
-from pysandbox import Limits, Status, _launch, _run
-from pysandbox._files import decode_files, stream_cap
-from pysandbox._verdict import describe
+from pysandbox import Limits, Status
+from pysandbox._api import run as _run
+from pysandbox._launch import launcher as _launch
+from pysandbox._model.filestream import decode_files, stream_cap
+from pysandbox._model.verdict import describe
 
 #: Files past the cap that each attack makes.
 EXTRA = 200

@@ -29,8 +29,8 @@ from conftest import pids_with_marker, survivors, unique_marker
 from helpers import KILL_LATENCY
 
 from pysandbox import Limits, Result, Status
-from pysandbox._limits import DISK_BYTES_PER_INODE, MIN_DISK_INODES
-from pysandbox._verdict import describe
+from pysandbox._model.limits import DISK_BYTES_PER_INODE, MIN_DISK_INODES
+from pysandbox._model.verdict import describe
 
 libc = ctypes.CDLL(None, use_errno=True)
 PTRACE_SEIZE = 0x4206
