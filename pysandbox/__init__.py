@@ -15,10 +15,12 @@ from ._api.eval import eval_in_sandbox
 from ._api.run import run, run_python
 from ._api.selftest import Check, SelftestReport, selftest
 from ._model import result as _result
-from ._model.errors import Cancelled, SandboxError, SandboxFailure
+from ._model.cancel import Cancelled
+from ._model.errors import SandboxError
 from ._model.file import File
 from ._model.limits import Limits
-from ._model.result import ProcessOutput, Result, Status
+from ._model.result import ProcessOutput, Result, SandboxFailure
+from ._model.status import Status
 from ._runner.job import Job
 from ._runner.outcome import Outcome
 from ._version import __version__

@@ -13,7 +13,8 @@ import signal
 import pytest
 
 from pysandbox._model.classify import RSS_NEAR_LIMIT, classify, exit_info, is_memory_error
-from pysandbox._model.result import Result, Status
+from pysandbox._model.result import Result
+from pysandbox._model.status import Status
 
 pytestmark = pytest.mark.no_bwrap
 

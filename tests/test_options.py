@@ -9,7 +9,8 @@ import dataclasses
 import pytest
 
 from pysandbox import Limits
-from pysandbox._frontends.options import LIMIT_OPTIONS, add_limit_options, limits_from
+from pysandbox._frontends.options import add_limit_options, limits_from
+from pysandbox._model.units import LIMIT_OPTIONS
 
 pytestmark = pytest.mark.no_bwrap
 

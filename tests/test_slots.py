@@ -10,7 +10,7 @@ import pytest
 from helpers import PROMPTLY
 
 from pysandbox import Job, Outcome
-from pysandbox._model.errors import Cancelled
+from pysandbox._model.cancel import Cancelled
 from pysandbox._runner.map import map_jobs
 from pysandbox._runner.slots import Slots, Turns, place_in_line
 

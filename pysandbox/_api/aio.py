@@ -11,8 +11,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
-from .._launch.launcher import CancelEvent
-from .._model.errors import Cancelled
+from .._model.cancel import CancelEvent, Cancelled
 from .._model.file import File
 from .._model.limits import Limits
 from .._model.result import Result

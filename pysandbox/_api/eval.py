@@ -9,7 +9,8 @@ import os
 import resource
 
 from .._launch import bwrap
-from .._launch.launcher import CancelEvent, Facts, FdLayout, Plan, launch
+from .._launch.launcher import Facts, FdLayout, Plan, launch
+from .._model.cancel import CancelEvent
 from .._model.errors import SandboxError
 from .._model.result import ProcessOutput
 

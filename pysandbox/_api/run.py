@@ -8,8 +8,9 @@ from typing import Optional, Union
 
 from .._launch import bwrap
 from .._launch.bwrap import MAIN_NAME, MAIN_PATH, WORKDIR
-from .._launch.launcher import CancelEvent, Facts, FdLayout, Plan, launch
+from .._launch.launcher import Facts, FdLayout, Plan, launch
 from .._launch.readable import check_readable
+from .._model.cancel import CancelEvent
 from .._model.classify import classify
 from .._model.errors import SandboxError
 from .._model.file import File

@@ -8,7 +8,6 @@ hold is reported with the fix; nothing here weakens a sandbox to make a check pa
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import shutil
 import socket
@@ -21,50 +20,13 @@ from .._cgroups.mounts import discover
 from .._launch.confine import confine
 from .._launch.launcher import SIGPENDING_BOUND
 from .._launch.readable import LANDLOCK_FIX, landlock_abi
-from .._model.display import Pretty, pretty, selftest_html, selftest_text
 from .._model.errors import SandboxError
 from .._model.limits import Limits
-from .._model.result import Status
+from .._model.selftest_report import Check, SelftestReport
+from .._model.status import Status
 from .run import run_python
 
 __all__ = ["Check", "SelftestReport", "selftest"]
-
-
-@dataclasses.dataclass(frozen=True)
-class Check:
-    """One protection: whether it held, what was seen, and the fix when it did not."""
-
-    name: str
-    ok: bool
-    detail: str
-    fix: str = ""
-
-
-@dataclasses.dataclass(frozen=True)
-class SelftestReport:
-    """Every check of one ``selftest()``; true when all of them held."""
-
-    checks: tuple[Check, ...]
-
-    def __bool__(self) -> bool:
-        return all(check.ok for check in self.checks)
-
-    def __str__(self) -> str:
-        lines = []
-        for check in self.checks:
-            mark = "yes" if check.ok else "NO "
-            lines.append(f"[{mark}] {check.name}: {check.detail}")
-            if not check.ok and check.fix:
-                lines.append(f"       fix: {check.fix}")
-        return "\n".join(lines)
-
-    def _repr_pretty_(self, printer: Pretty, cycle: bool) -> None:
-        """IPython's text form: a summary line, then the checks (``_display``)."""
-        pretty(printer, selftest_text(self), cycle, "SelftestReport")
-
-    def _repr_html_(self) -> str:
-        """Jupyter's HTML form: a summary, then a table of the checks (``_display``)."""
-        return selftest_html(self)
 
 
 def _sandboxed(code: str, limits: Limits | None = None) -> str:

@@ -35,12 +35,13 @@ from .._model.escape import escape_controls
 from .._model.file import File
 from .._model.limits import Limits
 from .._model.result import Result
+from .._model.units import refuse_long
 from .._model.untrusted import bounded_lines
 from .._model.verdict import LIMIT_STATUSES, describe
 from .._runner.results_file import ResultsFileError
 from .._version import __version__
 from .demo import demo
-from .options import add_limit_options, limits_from, refuse_long
+from .options import add_limit_options, argparse_type, limits_from
 from .output_dir import OutputDir, OutputDirError, prepare, write_files
 
 __all__ = [
@@ -456,14 +457,14 @@ def _whole_number(least: int) -> Callable[[str], int]:
                 raise ValueError(text)
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number; got {text!r}") from None
+            raise ValueError(f"expected a whole number; got {text!r}") from None
         if value < least:
-            raise argparse.ArgumentTypeError(f"must be at least {least}, got {text!r}")
+            raise ValueError(f"must be at least {least}, got {text!r}")
         if value > MAX_WHOLE_NUMBER:
-            raise argparse.ArgumentTypeError(f"must be at most {MAX_WHOLE_NUMBER}, got {text!r}")
+            raise ValueError(f"must be at most {MAX_WHOLE_NUMBER}, got {text!r}")
         return value
 
-    return parse
+    return argparse_type(parse)
 
 
 def _scheduler_address(text: str) -> str:

@@ -31,11 +31,12 @@ import os
 import resource
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from .. import _sandbox
 from .._cgroups.group import CgroupUsage
-from .._model.errors import Cancelled, SandboxError
+from .._model.cancel import CancelEvent, Cancelled
+from .._model.errors import SandboxError
 from . import bwrap
 from .codefile import CodeFile
 from .confine import Confinement, confine
@@ -45,7 +46,6 @@ from .readable import landlock_abi, open_readable
 
 __all__ = [
     "ALWAYS_RLIMITS",
-    "CancelEvent",
     "Facts",
     "FdLayout",
     "InitReport",
@@ -146,12 +146,6 @@ _RACE_FIX = (
     "a readable path was replaced while bubblewrap bound it, so it refused it; keep the "
     "path's directories out of other users' hands"
 )
-
-
-class CancelEvent(Protocol):
-    """What the C core asks each tick (``threading.Event`` fits)."""
-
-    def is_set(self) -> bool: ...
 
 
 @dataclasses.dataclass(frozen=True)

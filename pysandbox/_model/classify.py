@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 import signal as _signal
 
-from .result import Status
+from .status import Status
 
 __all__ = ["RSS_NEAR_LIMIT", "classify", "exit_info", "is_memory_error"]
 

@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from .escape import escape_controls
 from .limits import Limits
-from .result import ProcessOutput, Result, Status, _ending, _signal_name
+from .status import Status, ending, signal_name
 from .verdict import describe, describe_parts, size_text
 
 if TYPE_CHECKING:
-    from .._api.selftest import SelftestReport
+    from .result import ProcessOutput, Result
+    from .selftest_report import SelftestReport
 
 __all__ = [
     "FOLD_HEAD_LINES",
@@ -136,7 +137,7 @@ def _files(result: Result) -> str:
 
 def _verdict(result: Result) -> str:
     """``"OK, exit code 0"``; ``"SIGNALED, killed by SIGSEGV (11)"``."""
-    return f"{result.status.name}, {_ending(result)}"
+    return f"{result.status.name}, {ending(result.returncode, result.signal)}"
 
 
 def verdict_text(result: Result, limits: Limits) -> str:
@@ -196,7 +197,9 @@ def result_html(result: Result) -> str:
     """The HTML form of ``result``: the same parts as ``result_text``, escaped."""
     parts = [
         '<div class="pysandbox-result">',
-        _heading_html(result.status is Status.OK, result.status.name, _ending(result)),
+        _heading_html(
+            result.status is Status.OK, result.status.name, ending(result.returncode, result.signal)
+        ),
         f"<div>{html.escape(_numbers(result))}</div>",
     ]
     files = _files(result)
@@ -211,8 +214,8 @@ def result_html(result: Result) -> str:
 def _return_code(output: ProcessOutput) -> str:
     """``"return code 137 (128 + SIGKILL)"``, as the reference encodes a signal."""
     code = output.returncode
-    if code > 128 and not _signal_name(code - 128).startswith("signal "):
-        return f"return code {code} (128 + {_signal_name(code - 128)})"
+    if code > 128 and not signal_name(code - 128).startswith("signal "):
+        return f"return code {code} (128 + {signal_name(code - 128)})"
     return f"return code {code}"
 
 

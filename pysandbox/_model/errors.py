@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .result import Result
-
-__all__ = ["Cancelled", "SandboxError", "SandboxFailure"]
+__all__ = ["SandboxError"]
 
 
 class SandboxError(Exception):
@@ -20,21 +15,4 @@ class SandboxError(Exception):
     """
 
 
-class Cancelled(Exception):
-    """The run was cancelled through its ``cancel`` event; the sandbox is gone."""
-
-
-class SandboxFailure(AssertionError):
-    """``Result.check`` found a run that did not end ``OK``; ``result`` is that run.
-
-    An ``AssertionError``, so pytest reports it as a failed check, with the message:
-    the verdict, the exit code or signal, the times and the tails of stdout and stderr.
-    """
-
-    def __init__(self, message: str, result: Result) -> None:
-        super().__init__(message, result)
-        #: The run that failed.
-        self.result = result
-
-    def __str__(self) -> str:
-        return str(self.args[0])
+# END

@@ -1,26 +1,38 @@
-"""Result records."""
+"""The records of a finished run: ``Result`` (with ``FrozenFiles``), ``ProcessOutput``
+and ``SandboxFailure``."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import dataclasses
-import enum
 import math
-import signal as _signal
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
-from .errors import SandboxFailure
+from .display import (
+    Pretty,
+    pretty,
+    process_output_html,
+    process_output_text,
+    result_html,
+    result_text,
+)
 from .escape import escape_report
 from .file import File
+from .status import Status, ending
 from .untrusted import check_int, shown
 
-if TYPE_CHECKING:
-    # The rich reprs import ``_display`` when called: it imports this module.
-    from .display import Pretty
-
-__all__ = ["FrozenFiles", "ProcessOutput", "Result", "Status", "decode_text", "encode_text"]
+__all__ = [
+    "FrozenFiles",
+    "ProcessOutput",
+    "Result",
+    "SandboxFailure",
+    "Status",
+    "decode_text",
+    "encode_text",
+    "output_tails",
+]
 
 #: How many trailing lines of stdout and of stderr ``Result.check`` quotes.
 CHECK_TAIL_LINES = 10
@@ -44,45 +56,12 @@ class ProcessOutput:
         return self.returncode == 0
 
     def _repr_pretty_(self, printer: Pretty, cycle: bool) -> None:
-        """IPython's text form: the verdict, then stdout and stderr (``_display``)."""
-        from .display import pretty, process_output_text
-
+        """IPython's text form: the verdict, then stdout and stderr (``display``)."""
         pretty(printer, process_output_text(self), cycle, "ProcessOutput")
 
     def _repr_html_(self) -> str:
-        """Jupyter's HTML form: the verdict, then stdout and stderr (``_display``)."""
-        from .display import process_output_html
-
+        """Jupyter's HTML form: the verdict, then stdout and stderr (``display``)."""
         return process_output_html(self)
-
-
-class Status(enum.Enum):
-    """How a sandboxed run ended, the first that applies in the order below.
-
-    The limits the sandbox enforced come first (it killed the program, so the exit
-    status says little); then what the program did by itself.
-    """
-
-    #: The program exited with code 0.
-    OK = "ok"
-    #: The program exited by itself with a code other than 0.
-    NONZERO_EXIT = "nonzero_exit"
-    #: A signal killed the program, and no limit below explains it (a crash, an abort).
-    SIGNALED = "signaled"
-    #: The CPU time of the whole process tree passed ``Limits.cpu_time``.
-    CPU_TIME_EXCEEDED = "cpu_time_exceeded"
-    #: ``Limits.wall_time`` passed; the sandbox was killed.
-    WALL_TIME_EXCEEDED = "wall_time_exceeded"
-    #: The program failed for lack of memory: a Python ``MemoryError`` ended it, or its
-    #: peak RSS came near ``Limits.memory`` (best effort: see ``pysandbox._model.classify``).
-    MEMORY_EXCEEDED = "memory_exceeded"
-    #: stdout or stderr passed its cap and ``Limits.truncate_output`` is false; the
-    #: sandbox was killed.
-    OUTPUT_EXCEEDED = "output_exceeded"
-    #: The working directory ``/sandbox`` held more files than ``Limits.disk`` allows at
-    #: ``DISK_BYTES_PER_INODE`` (1 KiB) an inode or hard link; the sandbox was killed.
-    #: (Its bytes past ``Limits.disk`` make a write fail with ``ENOSPC`` instead.)
-    DISK_EXCEEDED = "disk_exceeded"
 
 
 class FrozenFiles(Mapping[str, bytes]):
@@ -188,22 +167,7 @@ def _tail(data: bytes, truncated: bool) -> str:
     return head + "\n".join(shown)
 
 
-def _signal_name(number: int) -> str:
-    """``"SIGKILL"`` for 9; ``"signal 64"`` for a number without a name."""
-    try:
-        return _signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
-def _ending(result: Result) -> str:
-    """``"exit code 3"``, or ``"killed by SIGSEGV (11)"`` when a signal ended ``result``."""
-    if result.signal is not None:
-        return f"killed by {_signal_name(result.signal)} ({result.signal})"
-    return f"exit code {result.returncode}"
-
-
-def _output_tails(result: Result) -> str:
+def output_tails(result: Result) -> str:
     """The last ``CHECK_TAIL_LINES`` lines of stdout and of stderr, each under a
     ``--- stdout ---`` or ``--- stderr ---`` line, as ``Result.check`` quotes them."""
     return (
@@ -374,19 +338,32 @@ class Result:
         if self.status is Status.OK:
             return self
         message = (
-            f"sandboxed program failed: {self.status.name}, {_ending(self)}; "
-            f"CPU {self.cpu_time:.3f} s, wall {self.wall_time:.3f} s\n{_output_tails(self)}"
+            f"sandboxed program failed: {self.status.name}, "
+            f"{ending(self.returncode, self.signal)}; "
+            f"CPU {self.cpu_time:.3f} s, wall {self.wall_time:.3f} s\n{output_tails(self)}"
         )
         raise SandboxFailure(message, self)
 
     def _repr_pretty_(self, printer: Pretty, cycle: bool) -> None:
-        """IPython's text form: verdict, numbers, files, folded output (``_display``)."""
-        from .display import pretty, result_text
-
+        """IPython's text form: verdict, numbers, files, folded output (``display``)."""
         pretty(printer, result_text(self), cycle, "Result")
 
     def _repr_html_(self) -> str:
-        """Jupyter's HTML form: verdict, numbers, files, escaped output (``_display``)."""
-        from .display import result_html
-
+        """Jupyter's HTML form: verdict, numbers, files, escaped output (``display``)."""
         return result_html(self)
+
+
+class SandboxFailure(AssertionError):
+    """``Result.check`` found a run that did not end ``OK``; ``result`` is that run.
+
+    An ``AssertionError``, so pytest reports it as a failed check, with the message:
+    the verdict, the exit code or signal, the times and the tails of stdout and stderr.
+    """
+
+    def __init__(self, message: str, result: Result) -> None:
+        super().__init__(message, result)
+        #: The run that failed.
+        self.result = result
+
+    def __str__(self) -> str:
+        return str(self.args[0])

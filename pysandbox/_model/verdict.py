@@ -7,8 +7,14 @@ stderr.  It names the limit that ended the run, so it takes the ``Limits`` too.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .limits import Limits
-from .result import Result, Status, _signal_name
+from .status import Status
+
+if TYPE_CHECKING:
+    from .result import Result
+from .status import signal_name
 
 __all__ = ["LIMIT_STATUSES", "describe", "describe_parts", "size_text"]
 
@@ -65,7 +71,7 @@ def describe_parts(result: Result, limits: Limits) -> list[str]:
     if result.status in LIMIT_STATUSES:
         parts[0] += _limit_hit(result, limits)
     if result.signal is not None:
-        parts.append(f"killed by {_signal_name(result.signal)}")
+        parts.append(f"killed by {signal_name(result.signal)}")
     else:
         parts.append(f"exit {result.returncode}")
     parts.append(f"cpu {result.cpu_time:.2f} s")

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any, BinaryIO
 
-from .._launch.launcher import CancelEvent
+from .._model.cancel import CancelEvent
 from .._model.limits import Limits
 from .._model.untrusted import bounded_lines, loads
 from .job import Job, JobId

@@ -9,17 +9,16 @@ files fit the disk) is checked when it runs and becomes an error outcome there.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Union
 
 from .._api.run import as_bytes, check_argv, check_env, check_python
-from .._frontends.options import LIMIT_OPTIONS
 from .._model.file import File
 from .._model.filestream import name_problem
 from .._model.limits import Limits
 from .._model.result import decode_text, encode_text
+from .._model.units import LIMIT_OPTIONS
 from .._model.untrusted import check_int, shown
 
 __all__ = ["Job", "JobId"]
@@ -298,7 +297,7 @@ def _limits_from(value: object) -> Limits:
         if isinstance(raw, str) and field in _LIMIT_PARSERS:
             try:
                 given[field] = _LIMIT_PARSERS[field](raw)
-            except argparse.ArgumentTypeError as exc:
+            except ValueError as exc:
                 raise ValueError(f"limits.{field}: {exc}") from None
         else:
             check_int(raw, f"limits.{field}")  # before Limits formats a huge int

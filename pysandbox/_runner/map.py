@@ -19,7 +19,7 @@ import dataclasses
 import threading
 from collections.abc import Callable, Generator, Iterable
 
-from .._launch.launcher import CancelEvent
+from .._model.cancel import CancelEvent
 from .job import Job
 from .outcome import Outcome
 from .slots import Turns, place_in_line

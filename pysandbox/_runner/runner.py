@@ -29,7 +29,8 @@ from .._api.run import (
     finish,
     python_program,
 )
-from .._launch.launcher import CancelEvent, Facts, Plan, launch
+from .._launch.launcher import Facts, Plan, launch
+from .._model.cancel import AnyOf, CancelEvent
 from .._model.file import File
 from .._model.limits import Limits
 from .._model.result import ProcessOutput, Result
@@ -37,7 +38,7 @@ from .job import Job
 from .map import map_jobs
 from .outcome import Outcome
 from .progress import Tally, check_progress, open_bar
-from .slots import AnyOf, Slots
+from .slots import Slots
 from .warm import WarmPool
 
 __all__ = ["Runner"]

@@ -25,25 +25,13 @@ import time
 from collections.abc import Iterator
 from types import TracebackType
 
-from .._launch.launcher import CancelEvent
-from .._model.errors import Cancelled
+from .._model.cancel import CancelEvent, Cancelled
 
-__all__ = ["AnyOf", "Slots", "Ticket", "Turns", "place_in_line"]
+__all__ = ["Slots", "Ticket", "Turns", "place_in_line"]
 
 #: Seconds between two looks at a caller's own cancel event while its call waits for a
 #: slot: the C core's tick, so a cancel takes effect as fast waiting as running.
 CANCEL_POLL = 0.05
-
-
-class AnyOf:
-    """A cancel event that is set once any of ``events`` is (None entries are skipped)."""
-
-    def __init__(self, *events: CancelEvent | None) -> None:
-        self._events = [event for event in events if event is not None]
-
-    def is_set(self) -> bool:
-        """True once one of the events is set."""
-        return any(event.is_set() for event in self._events)
 
 
 class Turns:

@@ -12,7 +12,6 @@ resumes; also on a real LocalCluster), ``Job.from_dict`` and ``Outcome.from_dict
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import time
@@ -26,7 +25,7 @@ from test_batch import by_id, summary
 from test_cli import assert_usage_error, cli
 
 from pysandbox import Job, Outcome
-from pysandbox._frontends.options import parse_count, parse_seconds, parse_size
+from pysandbox._model.units import parse_count, parse_seconds, parse_size
 from pysandbox._runner.results_file import ResultsFile, ResultsFileError
 
 DEEP = b"[" * 10**5 + b"]" * 10**5
@@ -159,9 +158,9 @@ def test_loads_of_any_bytes_is_a_value_or_a_value_error(line: bytes) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=60) | st.sampled_from(VALUES))
-def test_option_parsers_raise_only_argument_type_error(text: str) -> None:
+def test_option_parsers_raise_only_value_error(text: str) -> None:
     for parse in (parse_size, parse_seconds, parse_count(3)):
-        with contextlib.suppress(argparse.ArgumentTypeError):
+        with contextlib.suppress(ValueError):
             parse(text)
 
 
