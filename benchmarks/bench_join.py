@@ -46,7 +46,7 @@ from bench_run import print_ratios
 from measuring import loadavg, quartiles
 
 from pysandbox import _sandbox
-from pysandbox._cgroups.mounts import unescape
+from pysandbox._host.mountinfo import unescape
 
 TRUE_ARGV = ["/bin/true"]
 CAT_CGROUP = ["/bin/cat", "/proc/self/cgroup"]

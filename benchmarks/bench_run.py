@@ -50,6 +50,7 @@ from measuring import interleaved, loadavg, quartiles
 import pysandbox
 from pysandbox import Limits, Result, Status
 from pysandbox._api import run as _run
+from pysandbox._host import programs
 from pysandbox._launch import bwrap as _bwrap
 from pysandbox._launch import launcher as _launch
 
@@ -219,7 +220,7 @@ def run_argv(limits: Limits) -> list[str]:
 def run_python_argv(limits: Limits) -> list[str]:
     """What ``pysandbox.run_python(PYTHON_CODE)`` hands to the C core (the seccomp
     program and the code file are its passed fds)."""
-    python = _bwrap.find_python()
+    python = programs.find_python()
     plan, _ = _run.build_plan(
         [python, "-u", _bwrap.MAIN_PATH], limits=limits, code=PYTHON_CODE.encode()
     )
@@ -230,7 +231,7 @@ def raw_python_argv(python: str) -> list[str]:
     """bwrap with the same sandbox options as pysandbox (namespaces, filter, mounts),
     running ``python -I -c pass`` directly: no init, no cgroup, no Python layer."""
     return [
-        _bwrap.find_bwrap(),
+        programs.find_bwrap(),
         *_bwrap.base_options(python, os.geteuid()),
         python,
         "-I",
@@ -371,7 +372,7 @@ def run(settings: Settings) -> None:
         for r in _launch.within_own_limits(limits.rlimits())
         if r[0] != resource.RLIMIT_NPROC and r[0] not in NO_ULIMIT_FLAG
     ]
-    bwrap = _bwrap.find_bwrap()
+    bwrap = programs.find_bwrap()
     print(f"pysandbox: {pysandbox.__version__} from {os.path.dirname(pysandbox.__file__ or '?')}")
     print(f"bwrap:     {bwrap} ({bwrap_version(bwrap)}), caller euid={os.geteuid()}")
     print(f"shell:     {SHELL} -> {os.path.realpath(SHELL)}")
@@ -406,7 +407,7 @@ def run(settings: Settings) -> None:
                 "raw.py",
                 shell_argv(
                     f'exec "$@" {_bwrap.SECCOMP_FD}<{shlex.quote(seccomp_path)}',
-                    raw_python_argv(_bwrap.find_python()),
+                    raw_python_argv(programs.find_python()),
                 ),
                 {},
             ),

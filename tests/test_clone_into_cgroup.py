@@ -35,7 +35,7 @@ from helpers import slow
 
 from pysandbox import _sandbox
 from pysandbox._api import run as _run
-from pysandbox._cgroups.mounts import unescape
+from pysandbox._host.mountinfo import unescape
 from pysandbox._launch import launcher as _launch
 from pysandbox._launch.lifeline import lifeline
 

@@ -294,7 +294,7 @@ def test_unexecutable_bwrap_raises_sandbox_error(
 ) -> None:
     _fake_bwrap(os.fspath(tmp_path), "exit 0\n")
     path = os.path.join(os.fspath(tmp_path), "bwrap")
-    monkeypatch.setattr("pysandbox._launch.bwrap.find_bwrap", lambda: path)
+    monkeypatch.setattr("pysandbox._host.programs.find_bwrap", lambda: path)
     os.chmod(path, stat.S_IRUSR)
     with pytest.raises(SandboxError, match="could not start bubblewrap"):
         eval_in_sandbox("print(1)")

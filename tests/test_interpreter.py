@@ -14,16 +14,16 @@ import pytest
 
 import pysandbox
 from pysandbox import eval_in_sandbox
-from pysandbox._launch.bwrap import (
+from pysandbox._host.interpreter import (
     SYSTEM_DIRS,
     InterpreterView,
-    filesystem_options,
     loader_paths,
     movable,
     moved_venv_config,
     python_mounts,
     resolve_links,
 )
+from pysandbox._launch.bwrap import filesystem_options
 from pysandbox._model.errors import SandboxError
 
 

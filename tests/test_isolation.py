@@ -22,7 +22,7 @@ import pytest
 from helpers import ATTEMPT_SOURCE
 
 from pysandbox import eval_in_sandbox
-from pysandbox._launch.bwrap import movable
+from pysandbox._host.interpreter import movable
 
 # --------------------------------------------------------------------------- helpers
 

@@ -8,6 +8,7 @@ import operator
 import os
 import resource
 
+from .._host import interpreter, programs
 from .._launch import bwrap
 from .._launch.launcher import Facts, FdLayout, Plan, launch
 from .._model.cancel import CancelEvent
@@ -116,12 +117,12 @@ def eval_plan(
     timeout = _positive_seconds("timeout_max_time_sec", timeout_max_time_sec)
     io_bytes = _positive_int("io_max_kb", io_max_kb, 1024) * 1024
 
-    python = bwrap.find_python()
+    python = programs.find_python()
     # CODE_DIR holds only the code: an interpreter that lives there on the host (a venv
     # in a user's home) is shown below MOVED_ROOT, its pyvenv.cfg pointed at its base;
     # in place only when it cannot start from there.
-    moved = bwrap.CODE_DIR if bwrap.movable(python, bwrap.CODE_DIR) else None
-    venv_config = None if moved is None else bwrap.moved_venv_config(python, moved)
+    moved = bwrap.CODE_DIR if interpreter.movable(python, bwrap.CODE_DIR) else None
+    venv_config = None if moved is None else interpreter.moved_venv_config(python, moved)
     payloads = [] if venv_config is None else [venv_config[1]]
     layout = FdLayout.of(payloads=len(payloads), code=True)
     mem_bytes = mem_mb * 2**20
@@ -132,7 +133,7 @@ def eval_plan(
             None if venv_config is None else (venv_config[0], layout.payloads[0]),
         ),
         init_options=[],
-        program=[bwrap.shown_at(python, moved), "-u", bwrap.CODE_PATH],
+        program=[interpreter.shown_at(python, moved), "-u", bwrap.CODE_PATH],
         code=code,
         code_path=bwrap.CODE_PATH,
         code_mode=bwrap.CODE_MODE,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Optional, Union
 
+from .._host import programs
 from .._launch import bwrap
 from .._launch.bwrap import MAIN_NAME, MAIN_PATH, WORKDIR
 from .._launch.launcher import Facts, FdLayout, Plan, launch
@@ -153,7 +154,7 @@ def python_program(code: object, args: object) -> tuple[list[str], bytes]:
     """``run_python``'s program line and the code as UTF-8, or a ``TypeError``/``ValueError``
     naming ``code`` or ``args``."""
     source, extra = check_python(code, args)
-    return [bwrap.find_python(), "-u", MAIN_PATH, *extra], source
+    return [programs.find_python(), "-u", MAIN_PATH, *extra], source
 
 
 def check_python(code: object, args: object) -> tuple[bytes, list[str]]:
@@ -206,7 +207,7 @@ def build_plan(
     check_output_callback(on_stdout, "on_stdout")
     check_output_callback(on_stderr, "on_stderr")
     initial, stdin_callback = _stdin_plan(stdin)
-    python = bwrap.find_python()
+    python = programs.find_python()
 
     payloads = [] if files_stream is None else [files_stream]
     layout = FdLayout.of(

@@ -77,6 +77,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
+from .._host import owners
 from .._model.errors import SandboxError
 from .._model.limits import MAX_LIMIT
 from .base import DEFAULT_FIX, enable, failure, open_ready_base
@@ -93,7 +94,14 @@ from .files import (
 from .mounts import CPUACCT, LIMITED, Hierarchy, discover, missing, open_base
 from .reaper import Reaper
 
-__all__ = ["PARENT", "CgroupSupport", "CgroupUsage", "SandboxCgroup", "drain", "probe"]
+__all__ = [
+    "PARENT",
+    "CgroupSupport",
+    "CgroupUsage",
+    "SandboxCgroup",
+    "drain",
+    "probe",
+]
 
 #: The name of the shared parent group, at the root of each hierarchy.
 PARENT = "pysandbox"
@@ -495,25 +503,6 @@ def _sweep_leftovers() -> None:
 _GROUP_NAME = re.compile(r"pysandbox-([1-9][0-9]{0,8})-([0-9]+)-[0-9]+-[0-9a-f]+")
 
 
-def _pid_namespace() -> int:
-    """The inode number of this process's pid namespace (0 when /proc cannot tell)."""
-    try:
-        return os.stat("/proc/self/ns/pid").st_ino
-    except OSError:
-        return 0
-
-
-def _alive(pid: int) -> bool:
-    """Whether a process (a zombie included) has this pid in our pid namespace."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # EPERM: it exists, and is another user's
-    return True
-
-
 def _sweep_dead_callers() -> None:
     """Kill and remove the groups of callers that died without removing them (``kill -9``
     skips every clean-up): a group whose creator's pid is in this process's pid namespace
@@ -523,7 +512,7 @@ def _sweep_dead_callers() -> None:
     Groups of live callers are never touched, nor those of other pid namespaces, whose
     pids mean nothing here.  A pid that was reused keeps a dead caller's group until that
     process exits too.  Never raises."""
-    namespace = _pid_namespace()
+    namespace = owners.pid_namespace()
     if not namespace:
         return
     dead: dict[str, list[_Node]] = {}
@@ -538,7 +527,7 @@ def _sweep_dead_callers() -> None:
             names = []
         for name in names:
             match = _GROUP_NAME.fullmatch(name)
-            if match is None or int(match[2]) != namespace or _alive(int(match[1])):
+            if match is None or int(match[2]) != namespace or owners.alive(int(match[1])):
                 continue
             node = _Node(hierarchy, frozenset())
             node.name = name
@@ -777,7 +766,7 @@ class SandboxCgroup:
             return
         _sweep_leftovers()
         _reaper.sweep()
-        owner = f"{os.getpid()}-{_pid_namespace()}"
+        owner = f"{os.getpid()}-{owners.pid_namespace()}"
         name = f"{PARENT}-{owner}-{next(_counter)}-{secrets.token_hex(4)}"
         # The limits first (their failures are the ones to report), cpuacct last.
         order = sorted(needed, key=lambda h: (needed[h] == {CPUACCT}, h.home))

@@ -25,6 +25,8 @@ import os
 import threading
 from collections.abc import Iterable
 
+from .._host import mountinfo
+from .._host.mountinfo import MOUNTINFO
 from .files import open_dir, read_bytes, read_control
 
 __all__ = [
@@ -40,11 +42,9 @@ __all__ = [
     "open_base",
     "own_cgroup",
     "parse_mountinfo",
-    "unescape",
     "with_controllers",
 ]
 
-MOUNTINFO = "/proc/self/mountinfo"
 CGROUP = "/proc/self/cgroup"
 #: The child group of a v2 base that holds the processes that lived in the base itself,
 #: the caller among them: cgroup v2 enables controllers for the children of a group only
@@ -82,23 +82,6 @@ class Hierarchy:
         return self.base or self.mountpoint
 
 
-def unescape(field: str) -> str:
-    """A mountinfo path field with its octal escapes (``\\040`` for a space) decoded."""
-    if "\\" not in field:
-        return field
-    out = bytearray()
-    raw = field.encode("utf-8", "surrogateescape")
-    i = 0
-    while i < len(raw):
-        if raw[i] == 0x5C and raw[i + 1 : i + 4].isdigit() and len(raw[i + 1 : i + 4]) == 3:
-            out.append(int(raw[i + 1 : i + 4], 8) & 0xFF)
-            i += 4
-        else:
-            out.append(raw[i])
-            i += 1
-    return out.decode("utf-8", "surrogateescape")
-
-
 def parse_mountinfo(text: str) -> list[Hierarchy]:
     """Every cgroup hierarchy mounted, as the mountinfo ``text`` lists them, the preferred
     first: those under /sys/fs/cgroup, then the others, each in the listed order.
@@ -108,29 +91,20 @@ def parse_mountinfo(text: str) -> list[Hierarchy]:
     options.  Lines that are not cgroup mounts, or are malformed, are skipped.
     """
     found: list[tuple[int, Hierarchy]] = []
-    for line in text.splitlines():
-        head, sep, tail = line.partition(" - ")
-        fields, tail_fields = head.split(), tail.split()
-        if not sep or len(fields) < 5 or len(tail_fields) < 3:
+    for mount in mountinfo.parse(text):
+        if mount.fstype not in ("cgroup", "cgroup2") or mount.dev is None:
             continue
-        fstype = tail_fields[0]
-        if fstype not in ("cgroup", "cgroup2"):
+        if not mount.super_options:
             continue
-        try:
-            major, minor = (int(part) for part in fields[2].split(":"))
-        except ValueError:
-            continue
-        mountpoint = unescape(fields[4])
-        root = unescape(fields[3])
-        if fstype == "cgroup":
-            controllers = frozenset(tail_fields[2].split(",")) & {*LIMITED, CPUACCT}
+        if mount.fstype == "cgroup":
+            controllers = frozenset(mount.super_options) & {*LIMITED, CPUACCT}
             version = 1
         else:
             controllers = frozenset()
             version = 2
-        rank = 0 if mountpoint.startswith("/sys/fs/cgroup") else 1
-        dev = os.makedev(major, minor)
-        found.append((rank, Hierarchy(version, mountpoint, dev, controllers, root=root)))
+        rank = 0 if mount.mountpoint.startswith("/sys/fs/cgroup") else 1
+        hierarchy = Hierarchy(version, mount.mountpoint, mount.dev, controllers, root=mount.root)
+        found.append((rank, hierarchy))
     return [hierarchy for _rank, hierarchy in sorted(found, key=lambda item: item[0])]
 
 

@@ -45,9 +45,15 @@ import tempfile
 import threading
 import time
 
+from .._host import owners
 from .._model.errors import SandboxError
 
-__all__ = ["UNOWNED_GRACE", "CodeFile", "lease_break_seconds", "lease_support"]
+__all__ = [
+    "UNOWNED_GRACE",
+    "CodeFile",
+    "lease_break_seconds",
+    "lease_support",
+]
 
 #: Linux's numbers, for Pythons whose fcntl module lacks the names.
 F_SETLEASE = getattr(fcntl, "F_SETLEASE", 1024)
@@ -70,46 +76,6 @@ _PROCESS_WIDE = {
 _lock = threading.Lock()
 #: This process's private directory in each place where it made one.
 _directories: dict[str, str] = {}
-
-
-def _start_time(pid: int) -> str:
-    """The start time of process ``pid`` (field 22 of its stat), "" when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            fields = stat.read().rsplit(b")", 1)[-1].split()
-    except OSError:
-        return ""
-    return fields[19].decode() if len(fields) > 19 else ""
-
-
-def _namespace() -> str:
-    """The inode number of this process's pid namespace ("0" when /proc cannot tell)."""
-    try:
-        return str(os.stat("/proc/self/ns/pid").st_ino)
-    except OSError:
-        return "0"
-
-
-def _identity(pid: int) -> str:
-    """What names process ``pid`` for good: this pid namespace, the pid, its start time."""
-    return f"{_namespace()} {pid} {_start_time(pid)}"
-
-
-def _is_sound(owner: str) -> bool:
-    """Whether ``owner`` is what ``_identity`` writes: a namespace, a pid, a start time."""
-    fields = owner.split()
-    return (
-        len(fields) == 3 and all(field.isdigit() for field in fields) and owner == " ".join(fields)
-    )
-
-
-def _is_dead(owner: str) -> bool:
-    """Whether the process a sound ``owner`` file names is gone; only one of this pid
-    namespace can be told (another's pid means nothing here)."""
-    fields = owner.split()
-    if fields[0] != _namespace():
-        return False
-    return _identity(int(fields[1])) != owner
 
 
 def _owner_of(directory: str) -> str:
@@ -139,13 +105,13 @@ def _sweep(place: str) -> None:
         except OSError:
             continue
         unowned_long = time.time() - info.st_mtime > UNOWNED_GRACE
-        if _is_dead(owner) if _is_sound(owner) else unowned_long:
+        if owners.is_dead(owner) if owners.is_sound(owner) else unowned_long:
             shutil.rmtree(path, ignore_errors=True)
 
 
 def _remove_own(path: str, owner: str) -> None:
     """At exit: remove this process's directory (not a forked child's parent's)."""
-    if _identity(os.getpid()) == owner:
+    if owners.identity(os.getpid()) == owner:
         shutil.rmtree(path, ignore_errors=True)
 
 
@@ -184,7 +150,7 @@ def _directory_in(place: str) -> tuple[str, bool]:
         return path, False
     path = tempfile.mkdtemp(prefix=_PREFIX, dir=place)
     try:
-        _write_owner(path, _identity(os.getpid()))
+        _write_owner(path, owners.identity(os.getpid()))
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         raise
@@ -240,7 +206,7 @@ def _new_file(mode: int, data: bytes) -> tuple[int, str]:
                 continue
             if made is not None:
                 _directories[place] = made
-                atexit.register(_remove_own, made, _identity(os.getpid()))
+                atexit.register(_remove_own, made, owners.identity(os.getpid()))
             return fd, path
     raise SandboxError(
         "cannot make the sandbox's code file in any place for it ("

@@ -35,6 +35,7 @@ from typing import TypeVar
 
 from .. import _sandbox
 from .._cgroups.group import CgroupUsage
+from .._host import mountinfo, programs
 from .._model.cancel import CancelEvent, Cancelled
 from .._model.errors import SandboxError
 from . import bwrap
@@ -229,7 +230,7 @@ class Plan:
     #: stdout and stderr as stripped str (None where not UTF-8): eval_in_sandbox's way.
     text: bool = False
     #: A directory the sandbox keeps for the API: the interpreter's files within it are
-    #: shown below ``bwrap.MOVED_ROOT`` (see ``bwrap.shown_at``).
+    #: shown below ``interpreter.MOVED_ROOT`` (see ``interpreter.shown_at``).
     moved: str | None = None
     #: Where the Python code is shown, read-only, with ``code_mode`` (None: no code): a
     #: code file (``_codefile``) on ``layout.code``.
@@ -470,7 +471,7 @@ def _pass_fds(plan: Plan, lifeline_read: int, code_file: CodeFile | None) -> lis
         if code_file is not None:
             fds.append(code_file.path_fd())
         if plan.readable:
-            kernel_mounts = bwrap.kernel_mount_points()
+            kernel_mounts = mountinfo.kernel_mount_points()
             for path in plan.readable:
                 fds.append(open_readable(path, kernel_mounts))
     except BaseException:
@@ -505,7 +506,7 @@ def command_line(plan: Plan) -> list[str]:
     """bwrap's whole command line for ``plan``: the common part around the API's."""
     layout = plan.layout
     return [
-        bwrap.find_bwrap(),
+        programs.find_bwrap(),
         *bwrap.base_options(plan.python, os.geteuid(), plan.moved),
         "--json-status-fd",
         str(layout.status),

@@ -24,6 +24,7 @@ import stat
 from collections.abc import Sequence
 
 from .. import _sandbox
+from .._host import interpreter, mountinfo
 from .._model.errors import SandboxError
 from . import bwrap
 
@@ -59,7 +60,7 @@ def _check_resolved(path: str, source: str, kernel_mounts: Sequence[str]) -> Non
     """``ValueError`` when the resolved ``source`` of ``path`` would show the host's
     kernel state."""
     for tree in (*bwrap.KERNEL_DIRS, *kernel_mounts):
-        if bwrap.overlaps(source, tree):
+        if interpreter.overlaps(source, tree):
             raise ValueError(
                 f"readable path {path!r} (resolved: {source}) would show the host's {tree}"
             )
@@ -106,16 +107,16 @@ def check_readable(readable: object) -> list[str]:
             raise ValueError(f"readable paths must be absolute: {path!r}")
         target = os.path.normpath(path)
         for tree in _own_trees():
-            if bwrap.overlaps(target, tree):
+            if interpreter.overlaps(target, tree):
                 raise ValueError(f"readable path {path!r} would cover the sandbox's {tree}")
-        if bwrap.is_within(bwrap.CODE_DIR, target):
+        if interpreter.is_within(bwrap.CODE_DIR, target):
             raise ValueError(f"readable path {path!r} would cover the sandbox's {bwrap.CODE_DIR}")
         try:
             mode = os.stat(path).st_mode
         except OSError:
             raise ValueError(f"readable path does not exist: {path!r}") from None
         if kernel_mounts is None:
-            kernel_mounts = bwrap.kernel_mount_points()
+            kernel_mounts = mountinfo.kernel_mount_points()
         _check_resolved(path, _resolved(path), kernel_mounts)
         _check_kind(path, mode)
         paths.append(target)
@@ -165,7 +166,7 @@ def open_readable(path: str, kernel_mounts: Sequence[str]) -> int:
     """The ``O_PATH`` fd (the caller's to close) that the sandbox binds at ``path``:
     ``path`` resolved once, checked as ``check_readable`` checks it, opened without
     following any symlink, and its type read from the open file.  ``kernel_mounts`` are
-    ``bwrap.kernel_mount_points()``."""
+    ``mountinfo.kernel_mount_points()``."""
     source = _resolved(path)
     _check_resolved(path, source, kernel_mounts)
     fd = _walk(path, source)

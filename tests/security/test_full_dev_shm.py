@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 from callers import Caller
 
+from pysandbox._host import owners
 from pysandbox._launch import codefile as _codefile
 
 #: Run as root in the new mount namespace: refuses unless it really is another than the
@@ -223,7 +224,7 @@ def test_the_sweep_removes_what_a_dying_caller_left_unowned(tmp_path: Path) -> N
     ]
     fresh = [_private_directory(tmp_path, owner, age=0) for owner in (b"", None)]
     alive = _private_directory(
-        tmp_path, _codefile._identity(os.getpid()).encode(), age=_codefile.UNOWNED_GRACE + 5
+        tmp_path, owners.identity(os.getpid()).encode(), age=_codefile.UNOWNED_GRACE + 5
     )
     _codefile._sweep(str(tmp_path))
     assert [path for path in stale if path.exists()] == []
