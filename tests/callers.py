@@ -37,7 +37,7 @@ import pytest
 
 import pysandbox
 from pysandbox import File, Limits, ProcessOutput, Result, SandboxError, Status
-from pysandbox._cgroups.group import probe as cgroup_probe
+from pysandbox._cgroups.probe import probe as cgroup_probe
 
 #: The record a call returns.
 Record = TypeVar("Record", Result, ProcessOutput)
@@ -142,7 +142,7 @@ print(json.dumps(answer), flush=True)
 PROBE = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from pysandbox._cgroups.group import probe
+from pysandbox._cgroups.probe import probe
 support = probe()
 print(json.dumps({"memory": support.memory, "pids": support.pids, "reason": support.reason}))
 """

@@ -25,9 +25,12 @@ from callers import run_installed
 from helpers import KILL_LATENCY
 
 import pysandbox
-from pysandbox._cgroups import group as _cgroup
-from pysandbox._cgroups.group import PARENT, CgroupUsage, SandboxCgroup, probe
+from pysandbox._cgroups import group as group_module
+from pysandbox._cgroups.group import SandboxCgroup
 from pysandbox._cgroups.mounts import discover
+from pysandbox._cgroups.node import PARENT, CgroupUsage, shmem
+from pysandbox._cgroups.probe import probe
+from pysandbox._cgroups.sweep import drain
 from pysandbox._model.errors import SandboxError
 
 pytestmark = pytest.mark.no_bwrap
@@ -70,7 +73,7 @@ def _nothing_left_behind() -> Iterator[None]:
     """Every test: no group of this process is left in the parent's listing afterwards."""
     before = set(groups_of(os.getpid()))
     yield
-    assert _cgroup.drain(30), "the reaper did not finish"
+    assert drain(30), "the reaper did not finish"
     assert set(groups_of(os.getpid())) - before == set()
 
 
@@ -158,7 +161,7 @@ def test_probe_says_what_is_supported_and_why_not() -> None:
 def test_probe_leaves_no_trial_group(tmp_path: Path) -> None:
     """A fresh process probes (nothing cached); none of its trial groups remain."""
     requires("pids")
-    code = "import os; from pysandbox._cgroups.group import probe; print(os.getpid(), probe().pids)"
+    code = "import os; from pysandbox._cgroups.probe import probe; print(os.getpid(), probe().pids)"
     before = set(groups_of(None))
     out = subprocess.run(
         [sys.executable, "-c", code],
@@ -201,7 +204,8 @@ def test_non_root_caller_is_told_why_and_the_fix() -> None:
         pytest.skip("needs root, to drop to nobody")
     code = """
 import json, os
-from pysandbox._cgroups.group import SandboxCgroup, probe
+from pysandbox._cgroups.group import SandboxCgroup
+from pysandbox._cgroups.probe import probe
 from pysandbox._model.errors import SandboxError
 os.setgroups([])
 os.setgid(65534)
@@ -296,7 +300,7 @@ def test_a_failure_while_entering_removes_what_was_made(
         made.extend(group.paths)
         raise exception
 
-    monkeypatch.setattr(_cgroup, "_set_limits", fail)
+    monkeypatch.setattr(group_module, "set_limits", fail)
     with pytest.raises(type(exception)):
         group.__enter__()
     assert made and not any(Path(path).exists() for path in made)
@@ -612,7 +616,7 @@ def test_remove_later_leaves_no_group_once_drained() -> None:
         assert gone(child.pid), "a process in the group outlived __exit__"
         child.wait(10)
         assert group.usage() == group.usage() and group.dir_fd == -1
-    assert _cgroup.drain(30)
+    assert drain(30)
     assert [path for path in made if os.path.exists(path)] == []
     assert set(groups_of(os.getpid())) - before == set()
 
@@ -627,7 +631,7 @@ def test_drain_after_fork_forgets_the_parents_groups() -> None:
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
         try:
-            ok = _cgroup.drain(5)
+            ok = drain(5)
             os.write(write_end, b"1" if ok else b"0")
         finally:
             os._exit(0)
@@ -635,7 +639,7 @@ def test_drain_after_fork_forgets_the_parents_groups() -> None:
     with os.fdopen(read_end, "rb") as reader:
         assert reader.read() == b"1"
     os.waitpid(pid, 0)
-    assert _cgroup.drain(30)
+    assert drain(30)
     assert [path for path in paths if os.path.exists(path)] == []
 
 
@@ -662,7 +666,7 @@ def test_a_group_holding_shared_memory_on_purpose_waits_three_passes_only(
     passes: list[int | None] = []
 
     def gc_pass() -> bool:
-        passes.append(_cgroup._shmem(group._nodes))
+        passes.append(shmem(group._nodes))
         return True
 
     try:

@@ -33,17 +33,6 @@ from pathlib import Path
 import pytest
 
 from pysandbox import _sandbox
-from pysandbox._cgroups.group import (
-    PARENT,
-    CgroupUsage,
-    SandboxCgroup,
-    _make,
-    _Node,
-    _open_cpu_counter,
-    _open_parent,
-    _read_usage,
-    _set_limits,
-)
 from pysandbox._cgroups.mounts import (
     Hierarchy,
     base_of,
@@ -51,6 +40,17 @@ from pysandbox._cgroups.mounts import (
     hierarchies,
     own_cgroup,
     parse_mountinfo,
+)
+from pysandbox._cgroups.node import (
+    PARENT,
+    CgroupUsage,
+    Node,
+    kill_nodes,
+    make_node,
+    open_cpu_counter,
+    open_parent,
+    read_usage,
+    set_limits,
 )
 from pysandbox._model.errors import SandboxError
 
@@ -263,7 +263,7 @@ class Fake:
     version: int
     root: Path
     hierarchy: Hierarchy
-    node: _Node
+    node: Node
 
     @property
     def group(self) -> Path:
@@ -298,7 +298,7 @@ def lay_out(root: Path, version: int, v1_controllers: frozenset[str] = USED[1]) 
 
 @pytest.fixture(params=[2, 1], ids=["v2", "v1"])
 def fake(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Fake]:
-    """The sandbox's group made by ``_make`` in a fake hierarchy (with a space in its
+    """The sandbox's group made by ``make_node`` in a fake hierarchy (with a space in its
     path), then filled with the empty control files a kernel would create."""
     version: int = request.param
     root = tmp_path / "cgroup fs"
@@ -308,9 +308,9 @@ def fake(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Fake]:
         # The kernel gives the new parent its own subtree_control.
         (root / PARENT).mkdir()
         (root / PARENT / "cgroup.subtree_control").write_text("")
-    node = _Node(hierarchy, USED[version])
+    node = Node(hierarchy, USED[version])
     try:
-        _make(node, GROUP)
+        make_node(node, GROUP)
         for name in GROUP_FILES[version]:
             (root / PARENT / GROUP / name).write_text("")
         yield Fake(version, root, hierarchy, node)
@@ -327,22 +327,22 @@ def test_v1_uses_each_hierarchy_for_its_own_controller(tmp_path: Path) -> None:
         for controller in ("memory", "pids", "cpuacct"):
             hierarchy = lay_out(tmp_path / controller, 1, frozenset({controller}))
             assert hierarchy.controllers == {controller}
-            node = _Node(hierarchy, hierarchy.controllers)
+            node = Node(hierarchy, hierarchy.controllers)
             nodes.append(node)
-            _make(node, GROUP)
+            make_node(node, GROUP)
             group = tmp_path / controller / PARENT / GROUP
             for name in GROUP_FILES[1]:
                 if name.startswith((f"{controller}.", "cgroup.")):
                     (group / name).write_text("")
         for node in nodes:
-            _set_limits(node, 7, 50 * MiB)
+            set_limits(node, 7, 50 * MiB)
         assert (tmp_path / "pids" / PARENT / GROUP / "pids.max").read_text() == "7"
         limit = tmp_path / "memory" / PARENT / GROUP / "memory.limit_in_bytes"
         assert limit.read_text() == str(50 * MiB)
         for name, text in HIT[1].items():
             (tmp_path / name.split(".")[0] / PARENT / GROUP / name).write_text(text)
-        assert _read_usage(nodes) == CgroupUsage(48 * MiB, True, True, 2.5)
-        fd = _open_cpu_counter(nodes)
+        assert read_usage(nodes) == CgroupUsage(48 * MiB, True, True, 2.5)
+        fd = open_cpu_counter(nodes)
         try:
             counter = tmp_path / "cpuacct" / PARENT / GROUP / "cpuacct.usage"
             assert os.readlink(f"/proc/self/fd/{fd}") == str(counter)
@@ -389,7 +389,7 @@ def test_the_parent_group_gets_the_controllers_on_v2_only(fake: Fake) -> None:
     # What is enabled already is not written again.
     for directory in (fake.root, fake.root / PARENT):
         (directory / "cgroup.subtree_control").write_text("cpu memory pids\n")
-    os.close(_open_parent(fake.hierarchy, frozenset({"pids", "memory"}), create=True))
+    os.close(open_parent(fake.hierarchy, frozenset({"pids", "memory"}), create=True))
     for directory in (fake.root, fake.root / PARENT):
         assert (directory / "cgroup.subtree_control").read_text() == "cpu memory pids\n"
 
@@ -398,7 +398,7 @@ def test_v2_without_subtree_control_fails_closed_naming_the_file(tmp_path: Path)
     hierarchy = lay_out(tmp_path / "v2", 2)
     (tmp_path / "v2" / "cgroup.subtree_control").unlink()
     with pytest.raises(SandboxError, match=r"cgroup\.subtree_control: .* not enabled") as info:
-        _open_parent(hierarchy, frozenset({"pids"}), create=True)
+        open_parent(hierarchy, frozenset({"pids"}), create=True)
     assert isinstance(info.value.__cause__, OSError)
     assert info.value.__cause__.errno == errno.ENOENT
     assert not (tmp_path / "v2" / PARENT).exists()
@@ -417,13 +417,13 @@ LIMIT_FILES = {
 
 
 def test_limits_are_written_to_the_versions_files(fake: Fake) -> None:
-    _set_limits(fake.node, 7, 50 * MiB)
+    set_limits(fake.node, 7, 50 * MiB)
     written = {name: fake.read(name) for name in GROUP_FILES[fake.version] if fake.read(name)}
     assert written == LIMIT_FILES[fake.version]
 
 
 def test_a_process_cap_above_pid_max_limit_is_written_as_it(fake: Fake) -> None:
-    _set_limits(fake.node, 2**40, None)
+    set_limits(fake.node, 2**40, None)
     assert fake.read("pids.max") == str(4 * 1024 * 1024)
     assert all(fake.read(name) == "" for name in GROUP_FILES[fake.version] if name != "pids.max")
 
@@ -431,7 +431,7 @@ def test_a_process_cap_above_pid_max_limit_is_written_as_it(fake: Fake) -> None:
 def test_swap_is_skipped_where_the_kernel_does_not_account_it(fake: Fake) -> None:
     swap = "memory.swap.max" if fake.version == 2 else "memory.memsw.limit_in_bytes"
     (fake.group / swap).unlink()
-    _set_limits(fake.node, None, 50 * MiB)
+    set_limits(fake.node, None, 50 * MiB)
     assert not (fake.group / swap).exists()
     assert fake.read("memory.max" if fake.version == 2 else "memory.limit_in_bytes") == str(
         50 * MiB
@@ -447,7 +447,7 @@ def test_a_missing_memory_file_fails_closed_naming_it_and_the_fix(fake: Fake) ->
     }[fake.version]
     (fake.group / name).unlink()
     with pytest.raises(SandboxError, match=f"{re.escape(name)}: .*; .*{fix}") as info:
-        _set_limits(fake.node, None, 50 * MiB)
+        set_limits(fake.node, None, 50 * MiB)
     assert str(fake.group / name) in str(info.value)
 
 
@@ -503,7 +503,7 @@ def test_usage_is_read_from_the_versions_counters(
 ) -> None:
     for name, text in counters[fake.version].items():
         fake.write(name, text)
-    assert _read_usage([fake.node]) == usage
+    assert read_usage([fake.node]) == usage
 
 
 @pytest.mark.parametrize(
@@ -525,7 +525,7 @@ def test_each_memory_counter_alone_says_the_limit_was_hit(
 ) -> None:
     for name, text in {**CALM[fake.version], **counter}.items():
         fake.write(name, text)
-    assert _read_usage([fake.node]).memory_exceeded
+    assert read_usage([fake.node]).memory_exceeded
 
 
 def test_counters_a_kernel_lacks_read_as_none(fake: Fake) -> None:
@@ -533,8 +533,8 @@ def test_counters_a_kernel_lacks_read_as_none(fake: Fake) -> None:
     for name in GROUP_FILES[fake.version]:
         if name != "cgroup.procs":
             (fake.group / name).unlink()
-    assert _read_usage([fake.node]) == CgroupUsage(None, False, False, None)
-    assert _open_cpu_counter([fake.node]) == -1
+    assert read_usage([fake.node]) == CgroupUsage(None, False, False, None)
+    assert open_cpu_counter([fake.node]) == -1
 
 
 @pytest.mark.parametrize(
@@ -549,12 +549,12 @@ def test_counters_a_kernel_lacks_read_as_none(fake: Fake) -> None:
     ids=["v1", "v2", "v2-usage-later"],
 )
 def test_the_c_core_reads_the_cpu_counter_opened_here(fake: Fake, counter: str) -> None:
-    """The descriptor ``_open_cpu_counter`` hands to the C core is the version's counter,
+    """The descriptor ``open_cpu_counter`` hands to the C core is the version's counter,
     and the C core's CPU watcher parses it: 2.5 s counted there kill a program that has
     used none under ``cpu_limit=1``, and ``tree_cpu_time`` is the group's figure."""
     name = "cpu.stat" if fake.version == 2 else "cpuacct.usage"
     fake.write(name, counter)
-    fd = _open_cpu_counter([fake.node])
+    fd = open_cpu_counter([fake.node])
     try:
         assert fd >= 0
         assert os.readlink(f"/proc/self/fd/{fd}") == str(fake.group / name)
@@ -573,7 +573,7 @@ def test_the_c_core_reads_the_cpu_counter_opened_here(fake: Fake, counter: str) 
 def test_the_c_core_counts_a_calm_groups_cpu_without_killing(fake: Fake) -> None:
     for name, text in CALM[fake.version].items():
         fake.write(name, text)
-    fd = _open_cpu_counter([fake.node])
+    fd = open_cpu_counter([fake.node])
     try:
         raw = _sandbox.run(["/bin/sleep", "1"], [], timeout=30.0, cpu_limit=1.0, cgroup_cpu_fd=fd)
     finally:
@@ -589,8 +589,7 @@ def test_kill_writes_cgroup_kill_on_v2_only(fake: Fake) -> None:
     signalled: killing for real is tested against the kernel in test_cgroup.py."""
     if fake.version == 1:
         (fake.group / "cgroup.kill").write_text("")
-    group = SandboxCgroup._adopt([fake.node])
-    assert group.kill(timeout=0.1)
+    assert kill_nodes([fake.node], timeout=0.1)
     assert fake.read("cgroup.kill") == ("1" if fake.version == 2 else "")
 
 

@@ -24,7 +24,7 @@ from conftest import children_of, pids_with_marker, survivors
 from helpers import KILL_LATENCY, PROMPTLY, slow
 
 from pysandbox import ProcessOutput, SandboxError, eval_in_sandbox
-from pysandbox._cgroups import group as _cgroup
+from pysandbox._cgroups.sweep import drain as cgroup_drain
 
 SIGPIPE_BIT = 1 << (signal.SIGPIPE - 1)
 SIGXFSZ_BIT = 1 << (signal.SIGXFSZ - 1)
@@ -36,7 +36,7 @@ def open_fds() -> dict[int, str]:
     """The test process's open fds and what they point to (the listing's own fd included),
     once the cgroup reaper has drained: the groups of finished sandboxes are removed,
     and their directories' fds closed, after the call returned."""
-    assert _cgroup.drain(30), "the cgroup reaper did not drain"
+    assert cgroup_drain(30), "the cgroup reaper did not drain"
     fds: dict[int, str] = {}
     for entry in os.listdir("/proc/self/fd"):
         try:

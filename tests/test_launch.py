@@ -125,23 +125,24 @@ def test_no_cgroup_is_left_once_the_reaper_drains() -> None:
     """The groups of finished sandboxes are removed after the call returns, by the
     reaper thread: once it drains, none of this process's groups is left, whichever API
     made them; the counters were read before the call returned."""
-    from pysandbox._cgroups import group as _cgroup
     from pysandbox._cgroups.mounts import discover
+    from pysandbox._cgroups.node import PARENT
+    from pysandbox._cgroups.sweep import drain
 
     def ours() -> set[Path]:
-        prefix = f"{_cgroup.PARENT}-{os.getpid()}-"
+        prefix = f"{PARENT}-{os.getpid()}-"
         found: set[Path] = set()
         for home in {hierarchy.home for hierarchy in discover().values()}:
-            parent = Path(home, _cgroup.PARENT)
+            parent = Path(home, PARENT)
             if parent.is_dir():
                 found |= {entry for entry in parent.iterdir() if entry.name.startswith(prefix)}
         return found
 
-    assert _cgroup.drain(30)
+    assert drain(30)
     before = ours()
     for _ in range(5):
         assert eval_in_sandbox("print(1)").stdout == "1"
         result = run_python("print(2)")
         assert result.status is Status.OK and result.stdout == b"2\n"
-    assert _cgroup.drain(30)
+    assert drain(30)
     assert ours() - before == set()

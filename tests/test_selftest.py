@@ -11,7 +11,7 @@ import pytest
 from callers import run_unprivileged
 
 from pysandbox import Check, SelftestReport, selftest
-from pysandbox._cgroups.group import probe
+from pysandbox._cgroups.probe import probe
 
 
 def test_every_protection_holds_on_this_host() -> None:

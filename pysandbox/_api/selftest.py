@@ -15,8 +15,9 @@ import tempfile
 from collections.abc import Callable
 
 from .._cgroups.base import DELEGATION
-from .._cgroups.group import PARENT, probe
 from .._cgroups.mounts import discover
+from .._cgroups.node import PARENT
+from .._cgroups.probe import probe
 from .._launch.confine import confine
 from .._launch.launcher import SIGPENDING_BOUND
 from .._launch.readable import LANDLOCK_FIX, landlock_abi

@@ -18,7 +18,9 @@ import resource
 from collections.abc import Iterator, Sequence
 
 from .. import _sandbox
-from .._cgroups.group import CgroupUsage, SandboxCgroup, probe
+from .._cgroups.group import SandboxCgroup
+from .._cgroups.node import CgroupUsage
+from .._cgroups.probe import probe
 
 __all__ = ["Confinement", "confine"]
 

@@ -33,10 +33,10 @@ from conftest import pids_with_marker, unique_marker
 from helpers import slow
 
 from pysandbox import eval_in_sandbox, run, run_python
-from pysandbox._cgroups.group import PARENT
-from pysandbox._cgroups.group import drain as cgroup_drain
-from pysandbox._cgroups.group import probe as cgroup_probe
 from pysandbox._cgroups.mounts import discover
+from pysandbox._cgroups.node import PARENT
+from pysandbox._cgroups.probe import probe as cgroup_probe
+from pysandbox._cgroups.sweep import drain as cgroup_drain
 
 IS_ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not IS_ROOT, reason="the caller is not root here")

@@ -49,8 +49,8 @@ from conftest import pids_with_marker, unique_marker
 
 from pysandbox import Limits, Result, Status, eval_in_sandbox, run_python
 from pysandbox._api.eval import OPEN_FILES
-from pysandbox._cgroups.group import probe as cgroup_probe
 from pysandbox._cgroups.mounts import discover
+from pysandbox._cgroups.probe import probe as cgroup_probe
 
 MiB = 2**20
 #: A cap far below what the attacks hold without it (about 385 MB for TCP here).

@@ -23,7 +23,7 @@ import pytest
 from conftest import pids_with_marker, unique_marker
 
 from pysandbox import Limits, Status, eval_in_sandbox, run_python
-from pysandbox._cgroups.group import probe as cgroup_probe
+from pysandbox._cgroups.probe import probe as cgroup_probe
 
 MiB = 2**20
 HAS_CGROUP = os.geteuid() == 0 and cgroup_probe().memory and cgroup_probe().pids
