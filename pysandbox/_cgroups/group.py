@@ -1,20 +1,8 @@
-"""Per-sandbox control groups: a process cap and a total memory cap for ONE sandbox.
-
-``RLIMIT_NPROC`` is per uid (shared by every sandbox of that uid, and not enforced for
-root) and ``RLIMIT_AS`` is per process (ten processes get ten times the memory, and no
-rlimit counts tmpfs pages).  A control group counts the whole sandbox, and only it:
-
-* the ``pids`` controller caps the tasks (processes and threads) alive in the group at
-  once; a ``fork``/``clone`` past ``pids.max`` fails with ``EAGAIN``;
-* the ``memory`` controller caps the memory charged to the group: anonymous memory of
-  every process, page cache, and the tmpfs pages its processes write; past the limit
-  the kernel reclaims, then OOM-kills a process of the group (never one outside it).
-  Socket buffers count too: v2 in the same limit; v1 on a counter of their own, capped
-  at the same size (so a v1 group may hold twice the limit: memory plus sockets).
-  Past it a TCP send waits (``EAGAIN`` when non-blocking) and a datagram is dropped.
+"""``SandboxCgroup``: one sandbox's control group in every hierarchy it needs, from creation
+to teardown (see the package's docstring for why and where).
 
 ``SandboxCgroup`` makes a fresh group (``pysandbox-<pid>-<pidns>-<counter>-<random>``:
-the creator's pid and pid namespace, see ``sweep_dead_callers``) under a
+the creator's pid and pid namespace, see ``sweep.sweep_dead_callers``) under a
 shared parent group ``pysandbox`` in each hierarchy it needs, sets the limits, and hands
 the C core what joins it: on cgroup v2 the group's directory, in which ``clone3`` with
 ``CLONE_INTO_CGROUP`` creates bwrap (no migration, so no wait for an RCU grace period);
@@ -26,39 +14,6 @@ sandbox is born inside the group.  Afterwards ``usage()`` tells what happened,
 and leaving the ``with`` block kills what is left and removes the group (or, for the
 launch, leaves the removal of its empty directories to the reaper thread, after the
 call has returned: ``drain``).
-
-This module holds that lifecycle: create, join, limit, read, kill, remove, the sweeps
-of leftover groups and of dead callers' groups, and the probe.  Three modules serve it:
-``_cgroup_mounts`` finds the hierarchies and where in each the groups go,
-``_cgroup_base`` readies that place (cgroup v2's rule on processes), and
-``_cgroup_files`` names the control files of each cgroup version (one table) and reads
-and writes them.
-
-Where the groups live
-    cgroup v2 (one hierarchy, most hosts): under the caller's own group C, as
-    ``/proc/self/cgroup`` names it (a systemd service's group, a delegated user scope, a
-    container's root): ``C/pysandbox/<group>``.  The controllers are enabled in the
-    ``cgroup.subtree_control`` of C and of ``pysandbox``; as v2 allows that only for a
-    group without processes, the processes of C are first moved into ``C/pysandbox-callers``
-    (``_cgroup_base``).  A non-root caller can do all this in a group delegated to it.
-    cgroup v1 (this project's CI host): one directory per hierarchy,
-    ``<pids mount>/pysandbox/<group>`` and ``<memory mount>/pysandbox/<group>``, and the
-    ``cpuacct`` hierarchy too when it is mounted (for the group's CPU time).  A host
-    with both (hybrid) uses, for each controller, v2 when C offers it, else v1.
-    The hierarchies are found in ``/proc/self/mountinfo``, not by guessing paths.
-
-Safety
-    Every path is built here from the mount points and fixed names; nothing from outside
-    input is ever a path.  Directories are opened with ``O_NOFOLLOW|O_DIRECTORY`` (and
-    the mount point checked to be the very mount ``mountinfo`` names, by device number)
-    and every control file, ``mkdir`` and ``rmdir`` is relative to such a directory
-    descriptor, so no symlink is ever followed.
-
-Failing closed
-    A limit that was asked for and cannot be set raises ``SandboxError`` naming the file
-    and the fix: the caller must then refuse to run, never run with less.  ``probe()``
-    tells beforehand whether the host can do it at all, so a caller can choose another
-    mechanism (and say which one enforced the cap).
 """
 
 from __future__ import annotations
