@@ -13,13 +13,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from .._model.limits import Limits
 from .._model.units import LIMIT_OPTIONS, UNITS, LimitOption, parse_seconds, parse_size
 
-__all__ = ["add_limit_options", "argparse_type", "limits_from"]
+__all__ = [
+    "add_limit_options",
+    "argparse_type",
+    "limits_from",
+    "pairs",
+]
 
 T = TypeVar("T")
 
@@ -87,3 +92,14 @@ def limits_from(namespace: argparse.Namespace, base: Limits | None = None) -> Li
         if getattr(namespace, field, None) is not None
     }
     return dataclasses.replace(base if base is not None else Limits(), **given)
+
+
+def pairs(parser: argparse.ArgumentParser, option: str, specs: Sequence[str]) -> dict[str, str]:
+    """``NAME=VALUE`` strings as a dict; a usage error naming ``option`` otherwise."""
+    pairs: dict[str, str] = {}
+    for spec in specs:
+        name, equals, value = spec.partition("=")
+        if not equals or not name:
+            parser.error(f"argument {option}: expected NAME=VALUE, got {spec!r}")
+        pairs[name] = value
+    return pairs
