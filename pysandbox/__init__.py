@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_type_hints
 
 from ._api.eval import eval_in_sandbox
 from ._api.run import run, run_python
@@ -64,9 +64,10 @@ _LAZY = {
     "load_ipython_extension": "._frontends.ipython",
 }
 
-#: The public classes say they are ``pysandbox``'s, wherever they are defined inside it,
-#: so reprs, documentation and new pickles never depend on the internal layout.
-_PUBLIC_CLASSES = (
+#: The public classes and functions say they are ``pysandbox``'s, wherever they are
+#: defined inside it, so reprs, documentation and new pickles never depend on the
+#: internal layout (the lazy ones when first asked for, in ``__getattr__``).
+_PUBLIC = (
     Cancelled,
     Check,
     File,
@@ -79,9 +80,17 @@ _PUBLIC_CLASSES = (
     SandboxFailure,
     SelftestReport,
     Status,
+    eval_in_sandbox,
+    run,
+    run_python,
+    selftest,
 )
-for _class in _PUBLIC_CLASSES:
-    _class.__module__ = __name__
+for _public in _PUBLIC:
+    if isinstance(_public, type):
+        # Resolved while the defining module is still the one named, so that
+        # typing.get_type_hints (dataclass tools) works on them from their new home.
+        _public.__annotations__ = get_type_hints(_public)
+    _public.__module__ = __name__
 
 #: Pickles made by 0.1.0 name the flat modules its public classes were defined in
 #: (``tests/golden``); those names lead to the classes still.  ``_types`` also held the
@@ -89,7 +98,7 @@ for _class in _PUBLIC_CLASSES:
 for _old in ("_errors", "_file", "_job", "_limits", "_outcome", "_selftest"):
     sys.modules.setdefault(f"{__name__}.{_old}", sys.modules[__name__])
 sys.modules.setdefault(f"{__name__}._types", _result)
-del _class, _old
+del _public, _old
 
 
 def __getattr__(name: str) -> object:
@@ -98,5 +107,6 @@ def __getattr__(name: str) -> object:
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(module, __name__), name)
+    value.__module__ = __name__
     globals()[name] = value
     return value

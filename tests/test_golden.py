@@ -159,3 +159,21 @@ if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
         raise SystemExit("usage: python tests/test_golden.py --write")
     _write()
+
+
+@pytest.mark.no_bwrap
+def test_public_names_live_in_pysandbox_and_their_type_hints_resolve() -> None:
+    """Reprs, documentation and new pickles name ``pysandbox`` itself, never the internal
+    layout, and tools that read a dataclass's types (``typing.get_type_hints``) still
+    can."""
+    import typing
+
+    for name in pysandbox.__all__:
+        if name == "__version__":
+            continue
+        value = getattr(pysandbox, name)
+        assert value.__module__ == "pysandbox", name
+        if isinstance(value, type):
+            typing.get_type_hints(value)
+    assert repr(Status.OK) == "<Status.OK: 'ok'>"
+    assert pickle.dumps(Limits()).count(b"pysandbox._") == 0
