@@ -24,6 +24,7 @@ LD_PRELOAD="$runtimes" \
     ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=1 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     "$venv/bin/pytest" -n auto -q -p no:cacheprovider \
-    tests/test_core.py tests/test_invariants.py tests/test_contract.py tests/test_launch.py \
-    tests/test_run.py tests/test_run_files.py tests/test_run_async.py \
-    tests/test_output_callbacks.py tests/test_core_started.py tests/test_warm.py "$@"
+    tests/core/test_core.py tests/core/test_invariants.py tests/core/test_launch.py \
+    tests/core/test_core_started.py tests/api/test_contract.py tests/api/test_run.py \
+    tests/api/test_run_files.py tests/api/test_run_async.py tests/api/test_output_callbacks.py \
+    tests/runner/test_warm.py "$@"

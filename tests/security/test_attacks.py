@@ -3,7 +3,7 @@
 Every test runs code that really attacks (bombs, syscalls the filter must refuse, reads of
 the caller's secrets, planted links, a setuid binary...) and then checks ON THE HOST that
 nothing happened: the host can still fork, no process of the sandbox is left, host files
-and processes are untouched, host listeners saw nobody.  ``tests/test_isolation.py``
+and processes are untouched, host listeners saw nobody.  ``tests/api/test_isolation.py``
 covers ``eval_in_sandbox``; this suite covers what it does not (the general API, the
 caps per sandbox, the syscall filter) and does not repeat it.
 
@@ -36,9 +36,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
-from callers import Caller
-from conftest import pids_with_marker
-from helpers import ATTEMPT_SOURCE, SYSCALL_SOURCE, cpu_overshoot, slow
+from support.callers import Caller
+from support.processes import pids_with_marker
+from support.timing import ATTEMPT_SOURCE, SYSCALL_SOURCE, cpu_overshoot, slow
 
 from pysandbox import Limits, Result, Status
 from pysandbox._launch.bwrap import SANDBOX_ID_BASE

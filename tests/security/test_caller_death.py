@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
-from conftest import pids_with_marker, unique_marker
-from helpers import slow
+from support.processes import pids_with_marker, unique_marker
+from support.timing import slow
 
 from pysandbox import eval_in_sandbox, run, run_python
 from pysandbox._cgroups.mounts import discover

@@ -14,9 +14,9 @@ import threading
 import time
 import uuid
 
-from callers import Caller
-from conftest import pids_with_marker
-from helpers import slow
+from support.callers import Caller
+from support.processes import pids_with_marker
+from support.timing import slow
 
 from pysandbox import ProcessOutput
 

@@ -17,12 +17,12 @@ import time
 from pathlib import Path
 
 import pytest
-from callers import Caller
-from helpers import slow
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from inner_pytest import run_pytest
-from test_cli import SCRIPT, cli
+from support.callers import Caller
+from support.cli import SCRIPT, cli
+from support.inner_pytest import run_pytest
+from support.timing import slow
 
 from pysandbox import Limits, SandboxFailure
 

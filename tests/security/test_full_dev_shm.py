@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from callers import Caller
+from support.callers import Caller
 
 from pysandbox._host import owners
 from pysandbox._launch import codefile as _codefile

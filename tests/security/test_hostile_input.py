@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from inner_pytest import run_pytest
-from test_batch import by_id, summary
-from test_cli import assert_usage_error, cli
+from support.batch import by_id, summary
+from support.cli import assert_usage_error, cli
+from support.inner_pytest import run_pytest
 
 from pysandbox import Job, Outcome
 from pysandbox._model.units import parse_count, parse_seconds, parse_size
@@ -238,10 +238,10 @@ def test_a_batch_with_hostile_lines_gives_every_outcome_and_a_rerun_resumes(
 
 
 def test_a_batch_with_hostile_lines_on_a_cluster(tmp_path: Path) -> None:
-    from test_dask import _local_cluster
+    from support.dask_cluster import local_cluster
 
     jobs, results = _hostile_batch(tmp_path), tmp_path / "results.jsonl"
-    with _local_cluster() as client:
+    with local_cluster() as client:
         address = client.scheduler.address
         done = cli("batch", str(jobs), "--out", str(results), "--scheduler", address)
     assert done.returncode == 0, done.stderr

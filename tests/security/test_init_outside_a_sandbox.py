@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from callers import processes_of
+from support.callers import processes_of
 
 import pysandbox
 

@@ -25,8 +25,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from callers import Caller, run_installed
-from helpers import SYSCALL_SOURCE, slow
+from support.callers import Caller, run_installed
+from support.timing import SYSCALL_SOURCE, slow
 
 from pysandbox import Limits, Result, Status
 from pysandbox._launch.launcher import MEMLOCK_BOUND, RTTIME_BOUND, SIGPENDING_BOUND

@@ -17,8 +17,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from callers import Caller
-from test_cli import SCRIPT, TIMEOUT, assert_usage_error, cli
+from support.callers import Caller
+from support.cli import SCRIPT, TIMEOUT, assert_usage_error, cli
 
 from pysandbox._frontends.output_dir import OutputDirError, prepare, write_files
 

@@ -32,9 +32,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from callers import Caller
-from conftest import pids_with_marker, unique_marker
-from helpers import ATTEMPT_SOURCE, slow
+from support.callers import Caller
+from support.processes import pids_with_marker, unique_marker
+from support.timing import ATTEMPT_SOURCE, slow
 
 from pysandbox import Limits, Result, Status
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from callers import Caller
+from support.callers import Caller
 
 from pysandbox import Limits, SandboxError, Status
 

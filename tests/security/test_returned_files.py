@@ -12,7 +12,7 @@ process grew by.
 from __future__ import annotations
 
 import pytest
-from callers import Caller
+from support.callers import Caller
 
 from pysandbox import Limits, Status
 from pysandbox._api import run as _run

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
-from callers import run_unprivileged
+from support.callers import run_unprivileged
 
 from pysandbox import Limits, Result, Status, eval_in_sandbox, run_python
 

@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
-from conftest import pids_with_marker, unique_marker
+from support.processes import pids_with_marker, unique_marker
 
 from pysandbox import Limits, Result, Status, eval_in_sandbox, run_python
 from pysandbox._api.eval import OPEN_FILES

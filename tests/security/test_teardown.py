@@ -24,9 +24,9 @@ import threading
 import time
 
 import pytest
-from callers import Caller
-from conftest import pids_with_marker, survivors, unique_marker
-from helpers import KILL_LATENCY
+from support.callers import Caller
+from support.processes import pids_with_marker, survivors, unique_marker
+from support.timing import KILL_LATENCY
 
 from pysandbox import Limits, Result, Status
 from pysandbox._model.limits import DISK_BYTES_PER_INODE, MIN_DISK_INODES

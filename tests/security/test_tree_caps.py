@@ -20,7 +20,7 @@ import threading
 import time
 
 import pytest
-from conftest import pids_with_marker, unique_marker
+from support.processes import pids_with_marker, unique_marker
 
 from pysandbox import Limits, Status, eval_in_sandbox, run_python
 from pysandbox._cgroups.probe import probe as cgroup_probe

@@ -16,7 +16,7 @@ calls are made.  Each attack runs as root and as a non-root caller.
 from __future__ import annotations
 
 import pytest
-from callers import Caller
+from support.callers import Caller
 
 from pysandbox import Limits, Status
 
