@@ -37,20 +37,18 @@ from .node import (
     KILL_SECONDS,
     PARENT,
     REMOVE_SECONDS,
-    CgroupUsage,
     Node,
     kill_nodes,
     make_node,
     open_cpu_counter,
     open_tasks,
-    read_usage,
     remove_all,
     remove_node,
     set_limits,
-    settle,
     sweep_leftovers,
 )
 from .sweep import reaper
+from .usage import CgroupUsage, read_usage, settle
 
 __all__ = [
     "SandboxCgroup",

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import dataclasses
 import errno
-import mmap
 import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from .._model.errors import SandboxError
 from .base import DEFAULT_FIX, enable, failure, open_ready_base
@@ -22,16 +20,28 @@ from .files import (
     LimitFile,
     open_dir,
     read_control,
-    read_int,
-    read_keyed,
     write_control,
 )
 from .mounts import CPUACCT, Hierarchy, open_base
 
 __all__ = [
+    "KILL_SECONDS",
     "PARENT",
-    "CgroupUsage",
+    "REMOVE_SECONDS",
+    "Node",
+    "close_all",
+    "counts_cpu",
     "kill_nodes",
+    "make_node",
+    "open_cpu_counter",
+    "open_parent",
+    "open_tasks",
+    "parent_lock",
+    "remove_all",
+    "remove_later",
+    "remove_node",
+    "set_limits",
+    "sweep_leftovers",
 ]
 
 
@@ -52,15 +62,6 @@ KILL_SECONDS = 0.5
 REMOVE_SECONDS = 0.4
 
 
-#: The most shared memory a dead group may still show once settled: its counters fold
-#: in up to 64 pages per CPU late.
-_SETTLED_SHMEM = 64 * (os.cpu_count() or 1) * mmap.PAGESIZE
-
-
-#: Passes of the kernel's deferred frees to wait for, at most, before a group goes.
-_SETTLE_PASSES = 16
-
-
 #: Held while this process opens or makes the parent group and a group in it, and while
 #: the probe removes a parent it made, so that the two never interleave in one process.
 parent_lock = threading.Lock()
@@ -71,28 +72,6 @@ _INTERNAL_PROCESSES_FIX = (
     "processes live in that cgroup, and cgroup v2 enables controllers only for the "
     "children of a group without processes: move those processes into a child group"
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class CgroupUsage:
-    """What one sandbox's control group counted.  A counter this host lacks is None or
-    False."""
-
-    #: Bytes: the highest memory the group was charged (v1 ``memory.max_usage_in_bytes``,
-    #: v2 ``memory.peak``, Linux 5.19+); None without a memory group.
-    peak_memory: int | None
-    #: The memory limit was hit: v1 ``memory.failcnt``, ``memory.memsw.failcnt`` or
-    #: ``memory.kmem.tcp.failcnt`` (socket buffers) > 0, or
-    #: ``memory.oom_control`` ``under_oom``/``oom_kill`` > 0; v2 ``memory.events``
-    #: ``max``/``oom``/``oom_kill`` > 0.  Hitting the limit makes the kernel reclaim first
-    #: (page cache), so this can be true for a program that still ended well.
-    memory_exceeded: bool
-    #: A fork or clone was refused by ``pids.max`` (``pids.events`` ``max`` > 0).
-    pids_exceeded: bool
-    #: Seconds of CPU (user + system) of every process that ran in the group: v1
-    #: ``cpuacct.usage`` (when the cpuacct hierarchy is mounted), v2 ``cpu.stat``
-    #: ``usage_usec``; None when neither is available.
-    cpu_time: float | None
 
 
 class Node:
@@ -250,75 +229,6 @@ def set_limits(node: Node, processes: int | None, memory: int | None) -> None:
         _set_cap(node, node.files.memory_limit, memory)
 
 
-def _counts_cpu(node: Node) -> bool:
-    """Whether ``node``'s group counts the CPU time of its processes."""
-    needed = node.files.cpu_controller
-    return needed is None or needed in node.controllers
-
-
-def _read_cpu(node: Node) -> float | None:
-    """Seconds in ``node``'s CPU counter, or None when it cannot be read."""
-    files = node.files
-    if files.cpu_key is None:
-        count = read_int(node.fd, files.cpu_usage)
-    else:
-        count = read_keyed(node.fd, files.cpu_usage).get(files.cpu_key)
-    return None if count is None else count / files.cpu_per_second
-
-
-def read_usage(nodes: Iterable[Node]) -> CgroupUsage:
-    """Read the counters of every hierarchy; a counter that cannot be read is None/False."""
-    peak: int | None = None
-    memory_exceeded = pids_exceeded = False
-    cpu_time: float | None = None
-    for node in nodes:
-        files = node.files
-        if "memory" in node.controllers:
-            peak = read_int(node.fd, files.memory_peak)
-            events = read_keyed(node.fd, files.memory_events)
-            memory_exceeded = any(
-                (read_int(node.fd, name) or 0) > 0 for name in files.memory_failcnt
-            ) or any(events.get(key, 0) > 0 for key in files.memory_event_keys)
-        if "pids" in node.controllers:
-            pids_exceeded = read_keyed(node.fd, files.pids_events).get("max", 0) > 0
-        if cpu_time is None and _counts_cpu(node):
-            cpu_time = _read_cpu(node)
-    return CgroupUsage(
-        peak_memory=peak,
-        memory_exceeded=memory_exceeded,
-        pids_exceeded=pids_exceeded,
-        cpu_time=cpu_time,
-    )
-
-
-def shmem(nodes: Iterable[Node]) -> int | None:
-    """Bytes of shared memory charged to the group, or None without a memory node."""
-    for node in nodes:
-        if "memory" in node.controllers and node.fd >= 0:
-            return read_keyed(node.fd, node.files.memory_stat).get("shmem")
-    return None
-
-
-def settle(nodes: list[Node], gc_pass: Callable[[], bool]) -> None:
-    """Wait, while the group (empty now) still holds shared memory, for the kernel to
-    free it: memfds a sandbox left in a unix socket cycle that its own processes had the
-    collector free are put by a kernel worker, batch after batch, after the sandbox is
-    gone (``src/unixgc.c``).  Each ``gc_pass`` returns once everything put before it is
-    freed; two passes also cover the files queued on a socket freed in the first.  Stops
-    when a pass after those frees nothing more: what is left is held on purpose (a file
-    on a host tmpfs the sandbox could write)."""
-    held = shmem(nodes)
-    passes = 0
-    while held is not None and held > _SETTLED_SHMEM and passes < _SETTLE_PASSES:
-        if not gc_pass():
-            return
-        passes += 1
-        now = shmem(nodes)
-        if passes > 2 and now is not None and now >= held:
-            return
-        held = now
-
-
 def open_tasks(node: Node, procs_fd: int) -> int:
     """The v1 group's ``tasks`` file opened write-only (close-on-exec), or ``procs_fd``
     (its ``cgroup.procs``) when it cannot be opened; the caller owns the descriptor."""
@@ -332,7 +242,7 @@ def open_cpu_counter(nodes: Iterable[Node]) -> int:
     """The group's CPU counter opened for reading (close-on-exec), or -1 when it has
     none; the caller owns the descriptor."""
     for node in nodes:
-        if not _counts_cpu(node):
+        if not counts_cpu(node):
             continue
         try:
             return os.open(
@@ -506,3 +416,9 @@ def _kill_round(nodes: list[Node], pids: set[int]) -> None:
     for pid in plain:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
+
+
+def counts_cpu(node: Node) -> bool:
+    """Whether ``node``'s group counts the CPU time of its processes."""
+    needed = node.files.cpu_controller
+    return needed is None or needed in node.controllers

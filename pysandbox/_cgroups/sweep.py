@@ -27,6 +27,8 @@ from .reaper import Reaper
 
 __all__ = [
     "drain",
+    "reaper",
+    "sweep_dead_callers",
 ]
 
 

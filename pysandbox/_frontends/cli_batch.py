@@ -25,6 +25,9 @@ from .terminal import (
 __all__ = [
     "MAX_WHOLE_NUMBER",
     "SCHEDULER_TIMEOUT",
+    "add_batch_options",
+    "batch_command",
+    "whole_number",
 ]
 
 

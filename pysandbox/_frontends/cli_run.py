@@ -31,7 +31,10 @@ from .terminal import (
 )
 
 __all__ = [
+    "add_run_options",
     "exit_status",
+    "python_command",
+    "run_command",
 ]
 
 

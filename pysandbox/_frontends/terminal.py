@@ -18,6 +18,10 @@ __all__ = [
     "EXIT_STATUS_HELP",
     "EXIT_TERMINATED",
     "EXIT_USAGE",
+    "ReaderGone",
+    "Terminated",
+    "on_terminal",
+    "say",
 ]
 
 

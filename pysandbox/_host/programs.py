@@ -11,7 +11,12 @@ from .._model.errors import SandboxError
 #: The installed package's directory, where the extension and the init are built.
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-__all__ = ["find_bwrap", "find_init", "find_python"]
+__all__ = [
+    "PACKAGE_DIR",
+    "find_bwrap",
+    "find_init",
+    "find_python",
+]
 
 
 def find_bwrap() -> str:

@@ -25,11 +25,17 @@ from .._model.errors import SandboxError
 
 __all__ = [
     "CODE_DIR",
+    "CODE_MODE",
     "CODE_PATH",
+    "DEVICES",
+    "DEVICE_LINKS",
     "INIT_PATH",
     "KERNEL_DIRS",
+    "MAIN_MODE",
     "MAIN_NAME",
     "MAIN_PATH",
+    "SANDBOX_ID_BASE",
+    "SANDBOX_ID_SPAN",
     "SANDBOX_PATH",
     "SECCOMP_FD",
     "WORKDIR",

@@ -19,8 +19,8 @@ from collections.abc import Iterator, Sequence
 
 from .. import _sandbox
 from .._cgroups.group import SandboxCgroup
-from .._cgroups.node import CgroupUsage
 from .._cgroups.probe import probe
+from .._cgroups.usage import CgroupUsage
 
 __all__ = ["Confinement", "confine"]
 

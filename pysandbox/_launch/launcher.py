@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from .. import _sandbox
-from .._cgroups.node import CgroupUsage
+from .._cgroups.usage import CgroupUsage
 from .._host import mountinfo, programs
 from .._model.cancel import CancelEvent, Cancelled
 from .._model.errors import SandboxError

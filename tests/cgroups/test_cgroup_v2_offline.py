@@ -50,15 +50,14 @@ from pysandbox._cgroups.mounts import (
 )
 from pysandbox._cgroups.node import (
     PARENT,
-    CgroupUsage,
     Node,
     kill_nodes,
     make_node,
     open_cpu_counter,
     open_parent,
-    read_usage,
     set_limits,
 )
+from pysandbox._cgroups.usage import CgroupUsage, read_usage
 from pysandbox._model.errors import SandboxError
 
 pytestmark = pytest.mark.no_bwrap
