@@ -45,9 +45,9 @@ its *base* is where the sandboxes' shared parent group ``pysandbox`` goes (the c
 own group on v2); a *node* is one sandbox's group in one hierarchy, and a
 ``SandboxCgroup`` is the nodes of one sandbox.  ``mounts`` finds the hierarchies,
 ``files`` names their control files, ``base`` readies the base, ``node`` makes, limits,
-kills and removes one node, ``usage`` reads what it counted, ``group`` is the lifecycle of a sandbox's nodes,
-``sweep`` and ``reaper`` remove what no call waits for, ``probe`` tells what the host
-allows.
+kills and removes one node, ``usage`` reads what it counted, ``group`` is the lifecycle
+of a sandbox's nodes, ``sweep`` and ``reaper`` remove what no call waits for, and
+``probe`` tells what the host allows.
 
 Imports: ``_model``, ``_host`` and this package.
 """
