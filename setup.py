@@ -10,6 +10,7 @@ from setuptools.errors import LinkError
 
 SOURCES = [
     "src/module.c",
+    "src/output.c",
     "src/spawn.c",
     "src/pump.c",
     "src/kill.c",
@@ -65,7 +66,7 @@ setup(
         Extension(
             "pysandbox._sandbox",
             sources=SOURCES,
-            depends=["src/sandbox.h", "src/landlock.h"],
+            depends=["src/sandbox.h", "src/landlock.h", "src/output.h"],
             extra_compile_args=CFLAGS,
             extra_link_args=LDFLAGS,
             libraries=["seccomp"],
