@@ -10,6 +10,9 @@ from setuptools.errors import LinkError
 
 SOURCES = [
     "src/module.c",
+    "src/args.c",
+    "src/sandbox_type.c",
+    "src/hooks.c",
     "src/output.c",
     "src/spawn.c",
     "src/pump.c",
@@ -66,7 +69,14 @@ setup(
         Extension(
             "pysandbox._sandbox",
             sources=SOURCES,
-            depends=["src/sandbox.h", "src/landlock.h", "src/output.h"],
+            depends=[
+                "src/sandbox.h",
+                "src/landlock.h",
+                "src/args.h",
+                "src/hooks.h",
+                "src/output.h",
+                "src/sandbox_type.h",
+            ],
             extra_compile_args=CFLAGS,
             extra_link_args=LDFLAGS,
             libraries=["seccomp"],
