@@ -15,6 +15,8 @@ SOURCES = [
     "src/hooks.c",
     "src/output.c",
     "src/spawn.c",
+    "src/child.c",
+    "src/clone.c",
     "src/pump.c",
     "src/kill.c",
     "src/watchdog.c",
@@ -72,6 +74,7 @@ setup(
             depends=[
                 "src/sandbox.h",
                 "src/landlock.h",
+                "src/spawn.h",
                 "src/args.h",
                 "src/hooks.h",
                 "src/output.h",

@@ -200,30 +200,6 @@ int sbx_buffer_append(struct sbx_buffer *buf, const char *data, size_t len)
     return 0;
 }
 
-static void close_fd(int *fd)
-{
-    if (*fd >= 0) {
-        close(*fd);
-        *fd = -1;
-    }
-}
-
-/*
- * sbx_child_close_fds: close every parent-side fd of a child.  Idempotent.
- * No GIL needed.
- */
-void sbx_child_close_fds(struct sbx_child *child)
-{
-    close_fd(&child->in_fd);
-    close_fd(&child->out_fd);
-    close_fd(&child->err_fd);
-    for (int i = 0; i < SBX_MAX_CAPTURES; i++)
-        close_fd(&child->capture_fds[i]);
-    close_fd(&child->pidfd);
-    close_fd(&child->init_pidfd);
-    close_fd(&child->unix_list_fd);
-}
-
 /* Which hook sees a stream's kept bytes. */
 enum { HOOK_NONE = 0, HOOK_STDOUT, HOOK_STDERR };
 
@@ -353,7 +329,7 @@ static int drain_stream(struct pump *p, struct stream *s, int with_hooks)
         }
         n = read(*s->fd, into, want);
         if (n == 0) {
-            close_fd(s->fd);
+            sbx_close_fd(s->fd);
             return STREAM_EOF;
         }
         if (n < 0) {
@@ -427,7 +403,7 @@ static int feed_stdin(int *fd, struct sbx_input *input)
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 return 0;
             if (errno == EPIPE) {
-                close_fd(fd);
+                sbx_close_fd(fd);
                 return 0;
             }
             return -1;
@@ -437,7 +413,7 @@ static int feed_stdin(int *fd, struct sbx_input *input)
     input->offset = 0;
     input->pending.len = 0;
     if (input->close_when_done)
-        close_fd(fd);
+        sbx_close_fd(fd);
     return 0;
 }
 
@@ -564,7 +540,7 @@ static int pump_loop(struct pump *p, double started, int *exited)
     double next_tick = sbx_monotonic() + SBX_TICK_MS / 1000.0;
 
     if (input->pending.len == 0 && input->close_when_done)
-        close_fd(&child->in_fd);
+        sbx_close_fd(&child->in_fd);
 
     for (;;) {
         struct pollfd fds[3 + SBX_MAX_CAPTURES];
@@ -625,7 +601,7 @@ static int pump_loop(struct pump *p, double started, int *exited)
         if (child->in_fd < 0)
             input->pending.len = 0;
         else if (input->pending.len == 0 && input->close_when_done)
-            close_fd(&child->in_fd);
+            sbx_close_fd(&child->in_fd);
         if (child->pidfd >= 0 ? fds[pid_slot].revents != 0 : sbx_child_has_exited(child->pid)) {
             outcome->status_known = sbx_reap(child, &outcome->wait_status, &outcome->usage);
             *exited = 1;
@@ -703,7 +679,7 @@ int sbx_pump(struct sbx_child *child, struct sbx_input *input, const struct sbx_
     /* Until here the hooks saw every kept byte as it was read. */
     seen[0] = outcome->out.len;
     seen[1] = outcome->err.len;
-    close_fd(&child->in_fd);
+    sbx_close_fd(&child->in_fd);
     if (!exited) {
         if (p.killed_at < 0)
             p.killed_at = sbx_monotonic();

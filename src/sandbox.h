@@ -199,6 +199,7 @@ struct sbx_outcome {
 
 enum { SBX_PUMP_DONE = 0, SBX_PUMP_ABORTED = 1, SBX_PUMP_FAILED = -1 };
 
+void sbx_close_fd(int *fd);
 void sbx_child_close_fds(struct sbx_child *child);
 int sbx_pump(struct sbx_child *child, struct sbx_input *input, const struct sbx_pump_config *config,
              struct sbx_outcome *outcome, double started);
