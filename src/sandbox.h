@@ -124,6 +124,9 @@ struct sbx_buffer {
     int external;
 };
 
+/* A buffer's first block, and the pump's largest read or write of the scratch. */
+#define SBX_CHUNK_SIZE (64 * 1024)
+
 void sbx_buffer_free(struct sbx_buffer *buf);
 int sbx_buffer_reserve(struct sbx_buffer *buf, size_t extra, size_t limit);
 int sbx_buffer_append(struct sbx_buffer *buf, const char *data, size_t len);

@@ -304,7 +304,7 @@ def test_a_cancel_object_that_raises_propagates_after_the_kill() -> None:
     assert children_of(os.getpid()) == []
 
 
-# The capture buffer's sizes (pump.c): its first heap block, the largest heap block,
+# The capture buffer's sizes (buffer.c): its first heap block, the largest heap block,
 # a huge page, and (output.c) the size from which the final object is advised for huge
 # pages and a text is copied without the decoder.
 FIRST_BLOCK, HEAP_MAX, HUGE_PAGE, HUGE_COPY_MIN = 64 * 1024, 256 * 1024, 2 * 2**20, 4 * 2**20
