@@ -28,7 +28,7 @@ SOURCES = [
     "src/seccomp_filter.c",
     "src/landlock.c",
 ]
-INIT_SOURCES = ["src/init.c", "src/landlock.c"]
+INIT_SOURCES = ["src/init.c", "src/init_files.c", "src/landlock.c"]
 CFLAGS = ["-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden"]
 # The watchdog is a POSIX thread (libpthread on C libraries before glibc 2.34).
 LDFLAGS: list[str] = ["-pthread"]
