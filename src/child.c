@@ -181,10 +181,10 @@ CHILD_CODE int sbx_child_main(void *opaque)
 
     for (i = 0; i < spec->n_cgroup_fds; i++) {
         if (write(spec->cgroup_fds[i], "0", 1) != 1)
-            child_fail(args, SBX_STAGE_CGROUP);
+            child_fail(args, SBX_STAGE_CGROUP_JOIN);
     }
     if (args->procs_fd >= 0 && write(args->procs_fd, "0", 1) != 1)
-        child_fail(args, SBX_STAGE_CGROUP);
+        child_fail(args, SBX_STAGE_CGROUP_JOIN);
 
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
         child_fail(args, SBX_STAGE_PDEATHSIG);

@@ -14,6 +14,7 @@
 
 #include "args.h"
 #include "landlock.h"
+#include "output.h"
 #include "sandbox.h"
 #include "sandbox_type.h"
 
@@ -22,23 +23,26 @@
 #include <string.h>
 
 /*
- * raise_spawn_error: OSError(errno, "<stage>: <strerror>", path).  The
- * errno picks the OSError subclass (FileNotFoundError for ENOENT...).
- * Needs the GIL; returns NULL.
+ * raise_spawn_error: OSError(errno, "<stage>: <strerror>", path) with the
+ * stage as its `stage` attribute.  The errno picks the OSError subclass
+ * (FileNotFoundError for ENOENT...).  Needs the GIL; returns NULL.
  */
 static PyObject *raise_spawn_error(const struct sbx_spawn_error *error, const char *path)
 {
     PyObject *exc =
         PyObject_CallFunction(PyExc_OSError, "iss", error->err, strerror(error->err), path);
     PyObject *note;
+    int rc;
     if (exc == NULL)
         return NULL;
     note = PyUnicode_FromFormat("%s: %s", sbx_stage_name(error->stage), strerror(error->err));
-    if (note != NULL && PyObject_SetAttrString(exc, "strerror", note) == 0)
-        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    rc = note == NULL ? -1 : PyObject_SetAttrString(exc, "strerror", note);
     Py_XDECREF(note);
-    Py_DECREF(exc);
-    return NULL;
+    if (rc != 0) {
+        Py_DECREF(exc);
+        return NULL;
+    }
+    return sbx_raise_at_stage(exc, error->stage);
 }
 
 PyDoc_STRVAR(start_doc,
@@ -237,11 +241,25 @@ static PyMethodDef sandbox_methods[] = {
 };
 
 /*
- * sandbox_exec: add the Sandbox type to the module (one per interpreter).
+ * sandbox_exec: add the STAGE_* constants (one per enum sbx_stage value,
+ * the `stage` of the OSErrors start(), run() and pump() raise) and the
+ * Sandbox type to the module (one per interpreter).
  * Called with the GIL at import.  Returns 0 or -1 with an exception set.
  */
 static int sandbox_exec(PyObject *module)
 {
+    static const struct {
+        const char *name;
+        int value;
+    } stages[] = {
+#define STAGE_CONSTANT(name, words) {"STAGE_" #name, SBX_STAGE_##name},
+        SBX_STAGES(STAGE_CONSTANT)
+#undef STAGE_CONSTANT
+    };
+    for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++) {
+        if (PyModule_AddIntConstant(module, stages[i].name, stages[i].value) != 0)
+            return -1;
+    }
     return sbx_sandbox_type_add(module);
 }
 

@@ -3,7 +3,8 @@
  * become their final bytes or str, copied once (an ASCII fast path, pages
  * advised for huge pages) or read straight into the object (the direct
  * buffers, unless the allocator fills what it hands out); then the dict of
- * facts.  Includes Python.h: every function here needs the GIL.
+ * facts, or the OSError of a start or run that failed at a stage.  Includes
+ * Python.h: every function here needs the GIL.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -333,5 +334,24 @@ fail:
     Py_XDECREF(d);
     Py_XDECREF(captures);
     Py_XDECREF(truncated);
+    return NULL;
+}
+
+/*
+ * sbx_raise_at_stage: raise exc (an OSError, taken; NULL after a failed
+ * constructor, whose exception then stands) with its `stage` attribute set
+ * to stage, an enum sbx_stage value (the module's STAGE_* constants).
+ * Needs the GIL; returns NULL with an exception set.
+ */
+PyObject *sbx_raise_at_stage(PyObject *exc, int stage)
+{
+    PyObject *value;
+    if (exc == NULL)
+        return NULL;
+    value = PyLong_FromLong(stage);
+    if (value != NULL && PyObject_SetAttrString(exc, "stage", value) == 0)
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+    Py_XDECREF(value);
+    Py_DECREF(exc);
     return NULL;
 }

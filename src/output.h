@@ -1,5 +1,6 @@
 /*
- * output.h: the outcome of a run as Python objects (output.c).  Include
+ * output.h: the outcome of a run as Python objects, or as the OSError of a
+ * stage (output.c).  Include
  * Python.h first: only the files that do (module.c and the others the
  * packaging test names) can use these.  Every function needs the GIL.
  */
@@ -22,5 +23,11 @@ PyObject *sbx_direct_begin(struct sbx_buffer *buf, size_t cap, int text);
  */
 PyObject *sbx_build_result(const struct sbx_outcome *o, size_t n_captures, int text, int cancelled,
                            int joined_at_clone, PyObject **direct);
+
+/*
+ * sbx_raise_at_stage: raise exc (taken; may be NULL with an exception set)
+ * with its `stage` attribute the enum sbx_stage value stage.  Returns NULL.
+ */
+PyObject *sbx_raise_at_stage(PyObject *exc, int stage);
 
 #endif

@@ -81,22 +81,38 @@ struct sbx_child {
     int cgroup_joined_at_clone;        /* clone3 created it in spec->cgroup_dir_fd's group */
 };
 
-/* Where a spawn failed; reported with the errno of the failing call. */
+/*
+ * Where starting or running a sandbox failed, each with the words its
+ * OSError's strerror begins with (sbx_stage_name).  A failed spawn reports
+ * one with the errno of the failing call; RELEASE is pump()'s (giving up a
+ * warm sandbox's code file lease).  The module raises the OSError with the
+ * stage as its `stage` attribute and exposes each as _sandbox.STAGE_<NAME>
+ * (module.c), so Python tells stages apart by number, never by the words.
+ * New stages go at the end: the numbers are the interface.
+ */
+#define SBX_STAGES(X)                                                                              \
+    X(NONE, "spawn")                                                                               \
+    X(PIPE, "creating pipes")                                                                      \
+    X(PASS_FDS, "duplicating pass_fds")                                                            \
+    X(STACK, "allocating the child stack")                                                         \
+    X(CLONE, "clone")                                                                              \
+    X(CGROUP_CLONE, "joining the sandbox's cgroup at clone")                                       \
+    X(CGROUP_OPEN, "opening the sandbox's cgroup.procs")                                           \
+    X(SIGNALS, "resetting signals in the child")                                                   \
+    X(PDEATHSIG, "prctl(PR_SET_PDEATHSIG) in the child")                                           \
+    X(RLIMIT, "setrlimit in the child")                                                            \
+    X(SCHED, "leaving a real-time scheduling policy in the child")                                 \
+    X(CGROUP_JOIN, "joining the sandbox's cgroup in the child")                                    \
+    X(DUP2, "dup2 in the child")                                                                   \
+    X(EXEC, "execve")                                                                              \
+    X(RELEASE, "giving up the code file's lease")
+
 enum sbx_stage {
-    SBX_STAGE_NONE = 0,
-    SBX_STAGE_PIPE,
-    SBX_STAGE_PASS_FDS,
-    SBX_STAGE_STACK,
-    SBX_STAGE_CLONE,
-    SBX_STAGE_CGROUP_CLONE,
-    SBX_STAGE_CGROUP_OPEN,
-    SBX_STAGE_SIGNALS,
-    SBX_STAGE_PDEATHSIG,
-    SBX_STAGE_RLIMIT,
-    SBX_STAGE_SCHED,
-    SBX_STAGE_CGROUP,
-    SBX_STAGE_DUP2,
-    SBX_STAGE_EXEC,
+#define SBX_STAGE_ENUM(name, words) SBX_STAGE_##name,
+    SBX_STAGES(SBX_STAGE_ENUM)
+#undef SBX_STAGE_ENUM
+    /* Not a stage: how many there are. */
+    SBX_STAGE_COUNT
 };
 
 struct sbx_spawn_error {

@@ -16,9 +16,6 @@
 #include <fcntl.h>
 #include <string.h>
 
-/* The message of pump()'s OSError when release_fd's lease could not be given up. */
-#define RELEASE_FAILED "giving up the code file's lease"
-
 /* Where a Sandbox is in its single life; zeroed memory reads as ended. */
 enum { SANDBOX_ENDED = 0, SANDBOX_STARTED, SANDBOX_PUMPING };
 
@@ -124,6 +121,20 @@ static int run_to_end(SandboxObject *self, struct sbx_input *input, struct sbx_p
 }
 
 /*
+ * raise_release_error: OSError("giving up the code file's lease: <strerror>")
+ * (no errno: only the words, as ever) with its stage, SBX_STAGE_RELEASE.
+ * Needs the GIL.
+ */
+static void raise_release_error(int err)
+{
+    PyObject *message =
+        PyUnicode_FromFormat("%s: %s", sbx_stage_name(SBX_STAGE_RELEASE), strerror(err));
+    PyObject *exc = message == NULL ? NULL : PyObject_CallOneArg(PyExc_OSError, message);
+    Py_XDECREF(message);
+    sbx_raise_at_stage(exc, SBX_STAGE_RELEASE);
+}
+
+/*
  * free_buffers: release the outcome's buffers and the pending stdin, all
  * owned by Sandbox_pump's frame.
  */
@@ -210,7 +221,7 @@ static PyObject *Sandbox_pump(SandboxObject *self, PyObject *args, PyObject *kwa
     self->state = SANDBOX_ENDED;
 
     if (release_errno != 0)
-        PyErr_Format(PyExc_OSError, "%s: %s", RELEASE_FAILED, strerror(release_errno));
+        raise_release_error(release_errno);
     else if (pump_rc == SBX_PUMP_FAILED)
         PyErr_SetFromErrno(PyExc_OSError);
     else if (pump_rc == SBX_PUMP_DONE || (pump_rc == SBX_PUMP_ABORTED && ctx.cancelled))

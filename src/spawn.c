@@ -34,41 +34,17 @@
 #define PIPE_SIZE (1024 * 1024)
 
 /*
- * sbx_stage_name: a short human name for an enum sbx_stage value.
- * Pure, thread-safe, any context.
+ * sbx_stage_name: the words of an enum sbx_stage value (SBX_STAGES), or
+ * NONE's ("spawn") for any other number.  Pure, thread-safe, any context.
  */
 const char *sbx_stage_name(int stage)
 {
-    switch (stage) {
-    case SBX_STAGE_PIPE:
-        return "creating pipes";
-    case SBX_STAGE_PASS_FDS:
-        return "duplicating pass_fds";
-    case SBX_STAGE_STACK:
-        return "allocating the child stack";
-    case SBX_STAGE_CLONE:
-        return "clone";
-    case SBX_STAGE_CGROUP_CLONE:
-        return "joining the sandbox's cgroup at clone";
-    case SBX_STAGE_CGROUP_OPEN:
-        return "opening the sandbox's cgroup.procs";
-    case SBX_STAGE_SIGNALS:
-        return "resetting signals in the child";
-    case SBX_STAGE_PDEATHSIG:
-        return "prctl(PR_SET_PDEATHSIG) in the child";
-    case SBX_STAGE_RLIMIT:
-        return "setrlimit in the child";
-    case SBX_STAGE_SCHED:
-        return "leaving a real-time scheduling policy in the child";
-    case SBX_STAGE_CGROUP:
-        return "joining the sandbox's cgroup in the child";
-    case SBX_STAGE_DUP2:
-        return "dup2 in the child";
-    case SBX_STAGE_EXEC:
-        return "execve";
-    default:
-        return "spawn";
-    }
+    static const char *const words[SBX_STAGE_COUNT] = {
+#define STAGE_WORDS(name, text) text,
+        SBX_STAGES(STAGE_WORDS)
+#undef STAGE_WORDS
+    };
+    return stage > SBX_STAGE_NONE && stage < SBX_STAGE_COUNT ? words[stage] : words[SBX_STAGE_NONE];
 }
 
 /*

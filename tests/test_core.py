@@ -153,6 +153,7 @@ def test_exec_failure_is_an_oserror_naming_the_stage() -> None:
     with pytest.raises(FileNotFoundError) as caught:
         _sandbox.run(["/nonexistent/program"], [], timeout=5.0)
     assert caught.value.strerror.startswith("execve")
+    assert caught.value.stage == _sandbox.STAGE_EXEC
     assert children_of(os.getpid()) == []
 
 
@@ -161,6 +162,7 @@ def test_bad_pass_fd_is_an_oserror_naming_the_stage() -> None:
         _sandbox.run(["/bin/true"], [], pass_fds=[999_999], timeout=5.0)
     assert caught.value.errno == errno.EBADF
     assert "pass_fds" in caught.value.strerror
+    assert caught.value.stage == _sandbox.STAGE_PASS_FDS
 
 
 def test_rlimits_are_applied_in_the_child() -> None:

@@ -94,7 +94,16 @@ def test_stub_matches_the_extension() -> None:
     classes = {node.name: node for node in stub.body if isinstance(node, ast.ClassDef)}
     public = {name for name in dir(_sandbox) if not name.startswith("_")}
     functions = _check_signatures(_sandbox, stub.body)
-    assert functions | {"Sandbox"} == public
+    constants = {
+        node.target.id
+        for node in stub.body
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+    }
+    assert functions | constants | {"Sandbox"} == public
+    assert all(isinstance(getattr(_sandbox, name), int) for name in constants)
+    # One STAGE_* per enum sbx_stage value, numbered from 0 without a gap.
+    stages = sorted(getattr(_sandbox, name) for name in constants if name.startswith("STAGE_"))
+    assert stages == list(range(len(stages))) and _sandbox.STAGE_NONE == 0
     sandbox = classes["Sandbox"]
     methods = _check_signatures(_sandbox.Sandbox, sandbox.body)
     properties = {
