@@ -2,8 +2,12 @@
  * Internal interface of the pysandbox C core.
  *
  * Plain C only: this header must never include Python.h.  The files that
- * include it (spawn.c, pump.c) therefore cannot touch a Python object, which
- * is what makes it safe to run them in a vfork child and without the GIL.
+ * include it and not Python.h (all but the module's Python face, which
+ * tests/test_packaging.py names) therefore cannot touch a Python object,
+ * which is what makes it safe to run them in a vfork child and without the
+ * GIL.  Each block of prototypes says which file defines it; the spawn's,
+ * the pump's and the init's own interfaces are in spawn.h, pump.h and
+ * init_files.h.
  */
 #ifndef PYSANDBOX_SANDBOX_H
 #define PYSANDBOX_SANDBOX_H
@@ -120,9 +124,11 @@ struct sbx_spawn_error {
     int err;
 };
 
+/* spawn.c: the spawn, and closing the fds it made; any thread, no GIL. */
 const char *sbx_stage_name(int stage);
-
 int sbx_spawn(const struct sbx_spec *spec, struct sbx_child *child, struct sbx_spawn_error *error);
+void sbx_close_fd(int *fd);
+void sbx_child_close_fds(struct sbx_child *child);
 
 /*
  * A growable byte buffer owned by whoever initialised it (all zero: empty).
@@ -143,6 +149,7 @@ struct sbx_buffer {
 /* A buffer's first block, and the pump's largest read or write of the scratch. */
 #define SBX_CHUNK_SIZE (64 * 1024)
 
+/* buffer.c: the buffer's owner only; no GIL. */
 void sbx_buffer_free(struct sbx_buffer *buf);
 int sbx_buffer_reserve(struct sbx_buffer *buf, size_t extra, size_t limit);
 int sbx_buffer_append(struct sbx_buffer *buf, const char *data, size_t len);
@@ -218,8 +225,8 @@ struct sbx_outcome {
 
 enum { SBX_PUMP_DONE = 0, SBX_PUMP_ABORTED = 1, SBX_PUMP_FAILED = -1 };
 
-void sbx_close_fd(int *fd);
-void sbx_child_close_fds(struct sbx_child *child);
+/* pump.c: the loop, and its clock; no GIL. */
+double sbx_monotonic(void);
 int sbx_pump(struct sbx_child *child, struct sbx_input *input, const struct sbx_pump_config *config,
              struct sbx_outcome *outcome, double started);
 
@@ -269,24 +276,31 @@ struct sbx_watch_report {
     double cpu_used;
 };
 
+/* watchdog.c: the pump's thread only. */
 int sbx_watchdog_start(struct sbx_watchdog *w, struct sbx_child *child,
                        const struct sbx_pump_config *config, double deadline);
 void sbx_watchdog_arm(struct sbx_watchdog *w);
 void sbx_watchdog_disarm(struct sbx_watchdog *w, struct sbx_watch_report *report);
 void sbx_watchdog_stop(struct sbx_watchdog *w);
 
-double sbx_monotonic(void);
+/* proctree.c: the process tree and the cgroup from /proc; any thread, no GIL. */
 double sbx_tree_cpu_seconds(pid_t root);
 double sbx_cgroup_cpu_seconds(int fd);
 double sbx_sandbox_cpu_seconds(pid_t root, int cgroup_cpu_fd);
+size_t sbx_kill_children(pid_t parent);
+int sbx_pin_child(pid_t parent, pid_t *pid);
+int sbx_same_as_ours(pid_t pid, const char *entry, const char *ours);
+
+/* disk.c: the sandbox's tmpfs; any thread, no GIL. */
 long long sbx_sandbox_inodes(struct sbx_child *child, const char *dir);
+
+/* unixgc.c: the kernel's unix garbage collector; any thread, no GIL. */
 int sbx_collect_unix_garbage(int list_fd);
 int sbx_unix_gc_pass(void);
 int sbx_open_unix_list(pid_t init_pid, int init_pidfd);
 int sbx_unix_sockets_left(int fd);
-size_t sbx_kill_children(pid_t parent);
-int sbx_pin_child(pid_t parent, pid_t *pid);
-int sbx_same_as_ours(pid_t pid, const char *entry, const char *ours);
+
+/* seccomp_filter.c: the syscall filter as BPF; any thread, no GIL. */
 int sbx_seccomp_program(char **program, size_t *length);
 
 #endif
