@@ -427,7 +427,7 @@ static void unpack_input(const struct options *opt)
         die("opening", opt->files_dir);
     if (sbx_unpack_files(opt->files_in_fd, dir_fd, &failure) != 0) {
         errno = failure.err;
-        die(failure.what, failure.detail);
+        die(failure.what, failure.detail[0] != '\0' ? failure.detail : NULL);
     }
     close(opt->files_in_fd);
     close(dir_fd);

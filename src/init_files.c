@@ -65,7 +65,8 @@ int sbx_write_all(int fd, const void *buf, size_t len)
 /*
  * open_parent: for a relative name "a/b/c", create and open "a/b" under
  * dir_fd (each component a real directory, never a symlink) and return its
- * fd with *leaf pointing at "c".  The caller validated the name.
+ * fd with *leaf pointing at "c".  The name fits (name_fits), so every
+ * component is a real step down.
  */
 static int open_parent(int dir_fd, char *name, char **leaf)
 {
@@ -91,12 +92,36 @@ static int open_parent(int dir_fd, char *name, char **leaf)
 enum { RECORD_END = 0, RECORD_FILE = 1, RECORD_MALFORMED = -1 };
 
 /*
+ * name_fits: whether the len bytes at name are a name the host sends
+ * (name_problem in pysandbox/_model/filestream.py): relative, without NUL,
+ * every component neither empty nor "." nor "..".  Anything else could
+ * make open_parent leave dir_fd ("../x", "a/../../x") or cut the name at
+ * a NUL into another one.  Pure.
+ */
+static int name_fits(const char *name, size_t len)
+{
+    size_t start = 0;
+    if (memchr(name, '\0', len) != NULL)
+        return 0;
+    for (size_t i = 0; i <= len; i++) {
+        size_t n = i - start;
+        if (i < len && name[i] != '/')
+            continue;
+        if (n == 0 || (n <= 2 && memcmp(name + start, "..", n) == 0))
+            return 0;
+        start = i + 1;
+    }
+    return 1;
+}
+
+/*
  * read_header: the next record's header from in_fd: its mode, its name
  * (NUL-terminated into name, which has SBX_MAX_NAME + 1 bytes) and its data
  * length.  RECORD_END at the end record, or at the end of the stream before
  * a tag; RECORD_MALFORMED for any other tag, a mode with unknown bits, a
  * name empty or longer than SBX_MAX_NAME, or a stream cut inside the header
- * (errno as the failed read left it).
+ * (errno as the failed read left it), or a name that does not fit
+ * (name_fits; errno EINVAL).
  */
 static int read_header(int in_fd, unsigned char *mode, char *name, uint64_t *size)
 {
@@ -113,6 +138,10 @@ static int read_header(int in_fd, unsigned char *mode, char *name, uint64_t *siz
     if (name_len == 0 || name_len > SBX_MAX_NAME || read_exact(in_fd, name, name_len) != 0 ||
         read_exact(in_fd, size_bytes, 8) != 0)
         return RECORD_MALFORMED;
+    if (!name_fits(name, name_len)) {
+        errno = EINVAL;
+        return RECORD_MALFORMED;
+    }
     name[name_len] = '\0';
     *size = 0;
     for (i = 7; i >= 0; i--)
@@ -120,16 +149,12 @@ static int read_header(int in_fd, unsigned char *mode, char *name, uint64_t *siz
     return RECORD_FILE;
 }
 
-/* fail: record errno, what failed and about what (copied; may be NULL). */
+/* fail: record errno, what failed and about what (copied; NULL: nothing). */
 static void fail(struct sbx_unpack_failure *f, const char *what, const char *detail)
 {
     f->err = errno;
     f->what = what;
-    f->detail = NULL;
-    if (detail != NULL) {
-        snprintf(f->name, sizeof f->name, "%s", detail);
-        f->detail = f->name;
-    }
+    snprintf(f->detail, sizeof f->detail, "%s", detail != NULL ? detail : "");
 }
 
 /*

@@ -11,12 +11,11 @@
 #define SBX_MAX_NAME 4096     /* the longest name a record may carry, in bytes */
 #define SBX_MODE_EXECUTABLE 1 /* the one bit a record's mode byte may have */
 
-/* Why sbx_unpack_files failed: die(what, detail) with errno = err. */
+/* Why sbx_unpack_files failed: die(what, detail, or NULL when "") with errno = err. */
 struct sbx_unpack_failure {
     const char *what;
-    const char *detail; /* NULL, or name */
     int err;
-    char name[SBX_MAX_NAME + 1];
+    char detail[SBX_MAX_NAME + 1]; /* the file's name, or "" */
 };
 
 int sbx_unpack_files(int in_fd, int dir_fd, struct sbx_unpack_failure *failure);
