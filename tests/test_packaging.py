@@ -43,7 +43,7 @@ def test_python_is_mypy_strict_clean(tmp_path: Path) -> None:
 
 
 def test_c_is_clang_formatted() -> None:
-    sources = sorted(str(p) for p in (ROOT / "src").glob("*.[ch]"))
+    sources = sorted(str(p) for d in ("src", "tests/c") for p in (ROOT / d).glob("*.[ch]"))
     subprocess.run([_tool("clang-format"), "--dry-run", "-Werror", *sources], check=True)
 
 
@@ -137,6 +137,8 @@ def test_sdist_builds_and_contains_the_sources(tmp_path: Path) -> None:
         "pysandbox/_sandbox.pyi",
         "pysandbox/py.typed",
         "tests/conftest.py",
+        "tests/c/test_init_files.c",
+        "tests/c/tap.h",
         "examples/grader/conftest.py",
         "examples/grader/submissions/partial/sum.c",
         "setup.py",
