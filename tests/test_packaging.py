@@ -54,6 +54,17 @@ def test_c_is_clang_formatted() -> None:
 PYTHON_FACE = {"module.c", "args.c", "sandbox_type.c", "hooks.c", "output.c"}
 
 
+def test_c_files_and_functions_stay_short() -> None:
+    """No C file over 500 lines, no function over 80 unless its comment says why."""
+    sizes = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "c_sizes.py")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert sizes.returncode == 0, sizes.stdout + sizes.stderr
+
+
 def test_only_the_python_face_includes_python_h() -> None:
     """The compiler can prove the child and the GIL-free loop touch no Python object."""
     for source in (ROOT / "src").glob("*.[ch]"):
