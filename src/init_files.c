@@ -30,7 +30,7 @@
 /* How much of a file's data is copied at a time. */
 #define COPY_SIZE (1 << 16)
 
-/* read_exact: read len bytes; 0 on success, -1 at EOF or error. */
+/* read_exact: read len bytes; 0 on success, -1 at EOF (a record cut short) or error. */
 static int read_exact(int fd, void *buf, size_t len)
 {
     char *p = buf;
