@@ -113,9 +113,13 @@ _HOST_FIXES = {
     errno.ENOSPC: "the host is out of space for the sandbox's code: free memory or disk",
 }
 
-#: The C core's names of the steps that put bwrap in the sandbox's cgroup, which start
-#: the ``strerror`` of a spawn that failed there; its errno then means the group's fault.
-_CGROUP_STAGES = ("joining the sandbox's cgroup", "opening the sandbox's cgroup.procs")
+#: The C core's steps that put bwrap in the sandbox's cgroup (the ``stage`` of its
+#: ``OSError``); the errno of a spawn that failed there means the group's fault.
+_CGROUP_STAGES = (
+    _sandbox.STAGE_CGROUP_CLONE,
+    _sandbox.STAGE_CGROUP_OPEN,
+    _sandbox.STAGE_CGROUP_JOIN,
+)
 _NOT_ALLOWED_TO_MOVE = (
     "this process may not move processes into the group: it needs write access to "
     "cgroup.procs (cgroup v1: tasks) in the group and in the nearest group above both it "
@@ -129,9 +133,6 @@ _CGROUP_FIXES = {
     errno.ENOENT: "the group was removed while the sandbox started",
     errno.EAGAIN: "the group's pids.max refused the sandbox's first process",
 }
-
-#: How the C core's ``pump`` says it could not give up a warm sandbox's code file lease.
-_RELEASE_FAILED = "giving up the code file's lease"
 
 _USERNS_FIX = (
     "enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 and "
@@ -399,7 +400,7 @@ def parse_init_report(report: bytes) -> InitReport | None:
 
 
 def _spawn_failure(exc: OSError) -> SandboxError:
-    if (exc.strerror or "").startswith(_CGROUP_STAGES):
+    if getattr(exc, "stage", None) in _CGROUP_STAGES:
         fix = _CGROUP_FIXES.get(exc.errno or 0, "see the error above")
     else:
         fix = _HOST_FIXES.get(exc.errno or 0, "see the error above")
@@ -728,7 +729,7 @@ class Launched:
                 )
             except SandboxError as exc:
                 cause = exc.__cause__
-                if isinstance(cause, OSError) and str(cause).startswith(_RELEASE_FAILED):
+                if getattr(cause, "stage", None) == _sandbox.STAGE_RELEASE:
                     raise SandboxError(
                         f"the warm sandbox could not be handed its code ({cause}); it was "
                         "killed before its code ran"

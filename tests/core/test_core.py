@@ -153,6 +153,7 @@ def test_exec_failure_is_an_oserror_naming_the_stage() -> None:
     with pytest.raises(FileNotFoundError) as caught:
         _sandbox.run(["/nonexistent/program"], [], timeout=5.0)
     assert caught.value.strerror.startswith("execve")
+    assert caught.value.stage == _sandbox.STAGE_EXEC
     assert children_of(os.getpid()) == []
 
 
@@ -161,6 +162,7 @@ def test_bad_pass_fd_is_an_oserror_naming_the_stage() -> None:
         _sandbox.run(["/bin/true"], [], pass_fds=[999_999], timeout=5.0)
     assert caught.value.errno == errno.EBADF
     assert "pass_fds" in caught.value.strerror
+    assert caught.value.stage == _sandbox.STAGE_PASS_FDS
 
 
 def test_rlimits_are_applied_in_the_child() -> None:
@@ -304,8 +306,8 @@ def test_a_cancel_object_that_raises_propagates_after_the_kill() -> None:
     assert children_of(os.getpid()) == []
 
 
-# The capture buffer's sizes (pump.c): its first heap block, the largest heap block,
-# a huge page, and (module.c) the size from which the final object is advised for huge
+# The capture buffer's sizes (buffer.c): its first heap block, the largest heap block,
+# a huge page, and (output.c) the size from which the final object is advised for huge
 # pages and a text is copied without the decoder.
 FIRST_BLOCK, HEAP_MAX, HUGE_PAGE, HUGE_COPY_MIN = 64 * 1024, 256 * 1024, 2 * 2**20, 4 * 2**20
 AROUND_THRESHOLDS = sorted(
@@ -331,7 +333,7 @@ def test_capture_past_the_first_mapping_grows_without_loss() -> None:
 
 
 def text_payloads() -> list[bytes]:
-    """Texts around the size where module.c copies ASCII without the decoder, with a
+    """Texts around the size where output.c copies ASCII without the decoder, with a
     non-ASCII character where a chunk of its check starts or ends, and with white space
     to strip that takes a text across that size."""
     chunk, big = 256 * 1024, b"x" * HUGE_COPY_MIN
@@ -417,7 +419,7 @@ def test_a_large_capture_lands_in_huge_pages(text: bool) -> None:
     assert huge_page_kib_at(id(out) + len(out) // 2) >= 2048
 
 
-# module.c reads a stream whose cap is in [DIRECT_MIN, DIRECT_MAX] straight into its
+# output.c reads a stream whose cap is in [DIRECT_MIN, DIRECT_MAX] straight into its
 # final object, and keeps that object when the result is DIRECT_KEEP_MIN bytes or more.
 DIRECT_MIN, DIRECT_MAX, DIRECT_KEEP_MIN = 4 * 2**20, 2**30, 256 * 1024
 # ASan (sanitize.sh) aborts where malloc would fail, and its realloc always copies.

@@ -117,8 +117,9 @@ def test_a_release_that_fails_kills_the_program_first() -> None:
         fcntl.fcntl(held.fileno(), _codefile.F_SETLEASE, fcntl.F_UNLCK)
         sandbox = started("sleep 60")
         pid = sandbox.pid
-        with pytest.raises(OSError, match="giving up the code file's lease"):
+        with pytest.raises(OSError, match="giving up the code file's lease") as caught:
             sandbox.pump(timeout=PROMPTLY, release_fd=held.fileno())
+        assert caught.value.stage == _sandbox.STAGE_RELEASE
         assert not os.path.exists(f"/proc/{pid}")
     finally:
         held.close()

@@ -4,14 +4,17 @@ safety defaults every sandbox gets whichever API asked for it."""
 from __future__ import annotations
 
 import ast
+import errno
 import json
 import os
 from pathlib import Path
 
+import pytest
 from support.callers import run_unprivileged
 
 import pysandbox
-from pysandbox import Status, eval_in_sandbox, run_python
+from pysandbox import Status, _sandbox, eval_in_sandbox, run_python
+from pysandbox._launch import launcher
 from pysandbox._launch.launcher import FdLayout
 
 PACKAGE = Path(pysandbox.__file__).parent
@@ -41,6 +44,30 @@ def test_only_the_launch_module_calls_the_c_core() -> None:
             ):
                 callers.append(source.relative_to(PACKAGE).as_posix())
     assert set(callers) == {"_launch/launcher.py"}
+
+
+@pytest.mark.no_bwrap
+@pytest.mark.parametrize(
+    ("stage", "blamed"),
+    [
+        (_sandbox.STAGE_CGROUP_CLONE, "cgroup v2 puts no process in such a group"),
+        (_sandbox.STAGE_CGROUP_OPEN, "cgroup v2 puts no process in such a group"),
+        (_sandbox.STAGE_CGROUP_JOIN, "cgroup v2 puts no process in such a group"),
+        (_sandbox.STAGE_EXEC, "see the error above"),
+        (None, "see the error above"),
+    ],
+)
+def test_a_spawn_failure_is_explained_by_its_stage_not_its_words(
+    stage: int | None, blamed: str
+) -> None:
+    """The C core's ``OSError`` says where it failed in ``stage``: EBUSY there means the
+    group's fault only at a cgroup stage, whatever its strerror says."""
+    exc = OSError(errno.EBUSY, "words that name no stage")
+    if stage is not None:
+        exc.stage = stage  # type: ignore[attr-defined]
+    message = str(launcher._spawn_failure(exc))
+    assert message.startswith("could not start bubblewrap: words that name no stage; ")
+    assert message.endswith(blamed)
 
 
 def test_fd_layout_numbers_payloads_then_captures() -> None:

@@ -43,15 +43,33 @@ def test_python_is_mypy_strict_clean(tmp_path: Path) -> None:
 
 
 def test_c_is_clang_formatted() -> None:
-    sources = sorted(str(p) for p in (ROOT / "src").glob("*.[ch]"))
+    sources = sorted(str(p) for d in ("src", "tests/core/c") for p in (ROOT / d).glob("*.[ch]"))
     subprocess.run([_tool("clang-format"), "--dry-run", "-Werror", *sources], check=True)
 
 
-def test_only_python_h_file_is_module_c() -> None:
+#: The C files that include Python.h: the module's Python face, nothing that runs in the
+#: vfork child or without the GIL.  Their own headers (``args.h``, ``hooks.h``,
+#: ``output.h``, ``sandbox_type.h``) use ``PyObject`` without including Python.h, so no
+#: other file can include them and compile; ``sandbox.h`` and ``landlock.h`` stay plain C.
+PYTHON_FACE = {"module.c", "args.c", "sandbox_type.c", "hooks.c", "output.c"}
+
+
+def test_c_files_and_functions_stay_short() -> None:
+    """No C file over 500 lines, no function over 80 unless its comment says why."""
+    sizes = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "c_sizes.py")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert sizes.returncode == 0, sizes.stdout + sizes.stderr
+
+
+def test_only_the_python_face_includes_python_h() -> None:
     """The compiler can prove the child and the GIL-free loop touch no Python object."""
     for source in (ROOT / "src").glob("*.[ch]"):
         includes_python = "#include <Python.h>" in source.read_text()
-        assert includes_python == (source.name == "module.c"), source.name
+        assert includes_python == (source.name in PYTHON_FACE), source.name
 
 
 def test_extension_exports_only_its_init_function() -> None:
@@ -87,7 +105,16 @@ def test_stub_matches_the_extension() -> None:
     classes = {node.name: node for node in stub.body if isinstance(node, ast.ClassDef)}
     public = {name for name in dir(_sandbox) if not name.startswith("_")}
     functions = _check_signatures(_sandbox, stub.body)
-    assert functions | {"Sandbox"} == public
+    constants = {
+        node.target.id
+        for node in stub.body
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+    }
+    assert functions | constants | {"Sandbox"} == public
+    assert all(isinstance(getattr(_sandbox, name), int) for name in constants)
+    # One STAGE_* per enum sbx_stage value, numbered from 0 without a gap.
+    stages = sorted(getattr(_sandbox, name) for name in constants if name.startswith("STAGE_"))
+    assert stages == list(range(len(stages))) and _sandbox.STAGE_NONE == 0
     sandbox = classes["Sandbox"]
     methods = _check_signatures(_sandbox.Sandbox, sandbox.body)
     properties = {
@@ -121,6 +148,8 @@ def test_sdist_builds_and_contains_the_sources(tmp_path: Path) -> None:
         "pysandbox/_sandbox.pyi",
         "pysandbox/py.typed",
         "tests/conftest.py",
+        "tests/core/c/test_init_files.c",
+        "tests/core/c/tap.h",
         "examples/grader/conftest.py",
         "examples/grader/submissions/partial/sum.c",
         "setup.py",
