@@ -1,4 +1,4 @@
-"""The C units linked alone and fed hostile input (``tests/c``): the capture buffer
+"""The C units linked alone and fed hostile input (``tests/core/c``): the capture buffer
 (``src/buffer.c``) and the init's file record streams (``src/init_files.c``), each built by
 ``cc`` with the flags of ``setup.py``'s strict build and run, plain and under
 AddressSanitizer and UndefinedBehaviorSanitizer (leaks included); every line of their TAP
@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.no_bwrap
 
-#: Each program of ``tests/c`` and the one file of ``src`` it links.
+#: Each program of ``tests/core/c`` and the one file of ``src`` it links.
 PROGRAMS = {"test_buffer": "buffer.c", "test_init_files": "init_files.c"}
 #: ``setup.py``'s compiler flags with ``PYSANDBOX_STRICT`` set.
 CFLAGS = ["-std=c11", "-Wall", "-Wextra", "-Werror"]
