@@ -1,0 +1,75 @@
+"""The habits of a well-kept extension hold: one list of tasks, pre-commit hooks at the
+pinned versions, a changelog, editor rules, typing examples, the design notes and the
+VM lab in the repository.  Each test reads the repository's own files (a checkout, as
+``.ci/run`` has) and names the file to fix when it fails."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.no_bwrap
+
+
+def _make() -> str:
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("make is not installed (apt-get install make)")
+    return make
+
+
+def _makefile_targets() -> list[str]:
+    """The Makefile's rules, in order (not its variables or special targets)."""
+    text = (ROOT / "Makefile").read_text()
+    return re.findall(r"^([a-z0-9][a-z0-9-]*):(?!=)", text, re.MULTILINE)
+
+
+def test_make_help_lists_every_target() -> None:
+    targets = _makefile_targets()
+    assert {"help", "setup", "test-fast", "test", "lint", "fmt", "clean"} <= set(targets)
+    shown = subprocess.run(
+        [_make(), "-s", "help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    listed = [line.split(None, 1) for line in shown.splitlines()]
+    assert [entry[0] for entry in listed] == targets, shown
+    assert all(len(entry) == 2 and entry[1].strip() for entry in listed), shown
+    # A file named like a target (tests/ is one letter away from test) must not stop it.
+    phony = re.search(r"^\.PHONY:(.*)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert phony is not None
+    assert set(phony.group(1).split()) == set(targets)
+
+
+def test_every_make_target_the_documents_name_exists() -> None:
+    targets = set(_makefile_targets())
+    for document in ("CONTRIBUTING.rst", "README.rst"):
+        text = (ROOT / document).read_text()
+        named = set(re.findall(r"``make ([a-z0-9-]+)", text))
+        named |= set(re.findall(r"^ +make ([a-z0-9-]+)", text, re.MULTILINE))
+        assert named <= targets, (document, sorted(named - targets))
+    assert "``make help``" in (ROOT / "CONTRIBUTING.rst").read_text()
+
+
+def test_every_make_target_calls_files_that_exist() -> None:
+    """Each target's commands, printed by ``make -n``, name scripts that are there."""
+    for target in _makefile_targets():
+        commands = subprocess.run(
+            [_make(), "-n", target],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for path in re.findall(r"\b((?:scripts|benchmarks)/[\w.-]+)(?![\w.$-])", commands):
+            assert (ROOT / path).is_file(), (target, path)
+        if target == "bench":
+            for name in re.findall(r"for name in ([\w ]+);", commands)[0].split():
+                assert (ROOT / "benchmarks" / f"bench_{name}.py").is_file(), name
