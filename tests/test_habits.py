@@ -8,9 +8,16 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # build, of the test extra, needs tomli below 3.11
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.no_bwrap
@@ -73,3 +80,40 @@ def test_every_make_target_calls_files_that_exist() -> None:
         if target == "bench":
             for name in re.findall(r"for name in ([\w ]+);", commands)[0].split():
                 assert (ROOT / "benchmarks" / f"bench_{name}.py").is_file(), name
+
+
+def _pyproject() -> dict[str, Any]:
+    with (ROOT / "pyproject.toml").open("rb") as file:
+        return tomllib.load(file)
+
+
+def _test_pins() -> dict[str, str]:
+    """``name: version`` of every requirement pinned with ``==`` in the test extra."""
+    pins = {}
+    for requirement in _pyproject()["project"]["optional-dependencies"]["test"]:
+        pinned = re.match(r"([\w.-]+)==([\w.]+)", requirement)
+        if pinned:
+            pins[pinned.group(1)] = pinned.group(2)
+    return pins
+
+
+def test_pre_commit_hooks_run_the_pinned_tools_from_the_venv() -> None:
+    """Each hook is local, runs a tool from ./.venv and names the version pyproject.toml
+    pins for it: the hooks and the tests cannot drift apart."""
+    pins = _test_pins()
+    assert {"ruff", "clang-format", "mypy"} <= set(pins), pins
+    config = (ROOT / ".pre-commit-config.yaml").read_text()
+    assert re.findall(r"^\s*- repo: (\S+)", config, re.MULTILINE) == ["local"]
+    hooks = re.split(r"^\s*- id: ", config, flags=re.MULTILINE)[1:]
+    tools = set()
+    for hook in hooks:
+        fields = dict(re.findall(r"^\s*(name|entry|language): (.*)$", hook, re.MULTILINE))
+        assert fields.get("language") == "system", hook
+        tool = re.fullmatch(r"\.venv/bin/([\w-]+)( .*)?", fields["entry"])
+        assert tool is not None, fields["entry"]
+        tools.add(tool.group(1))
+        assert f"({tool.group(1)}=={pins[tool.group(1)]})" in fields["name"], fields["name"]
+    assert tools == {"ruff", "clang-format", "mypy"}
+    # No other version of the three anywhere in the file, comments included.
+    for tool, version in re.findall(r"\b(ruff|clang-format|mypy)==([\w.]+)", config):
+        assert version == pins[tool], (tool, version)
