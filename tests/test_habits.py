@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+import pysandbox
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # build, of the test extra, needs tomli below 3.11
@@ -117,3 +119,47 @@ def test_pre_commit_hooks_run_the_pinned_tools_from_the_venv() -> None:
     # No other version of the three anywhere in the file, comments included.
     for tool, version in re.findall(r"\b(ruff|clang-format|mypy)==([\w.]+)", config):
         assert version == pins[tool], (tool, version)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def test_changelog_newest_release_is_the_package_version() -> None:
+    """Unreleased first, then the releases newest first, the newest the package's."""
+    text = (ROOT / "CHANGELOG.rst").read_text()
+    headings = re.findall(r"^(\S.*)\n-{3,}$", text, re.MULTILINE)
+    assert headings[0] == "Unreleased", headings
+    released = []
+    for heading in headings[1:]:
+        version = re.match(r"(\d+(?:\.\d+)+)\b", heading)
+        assert version is not None, f"not a version: {heading!r}"
+        released.append(version.group(1))
+    assert released, "no released version"
+    assert released[0] == pysandbox.__version__ == _pyproject()["project"]["version"]
+    assert sorted(released, key=_version, reverse=True) == released, released
+    unreleased = text.split("\nUnreleased\n", 1)[1].split(f"\n{released[0]}", 1)[0]
+    assert unreleased.lstrip("-\n").startswith("* Internal modules moved"), unreleased
+
+
+def _manifest_includes() -> set[str]:
+    lines = (ROOT / "MANIFEST.in").read_text().splitlines()
+    return {name for line in lines if line.startswith("include ") for name in line.split()[1:]}
+
+
+def test_sdist_ships_the_documents_and_the_task_list() -> None:
+    """Every top-level document, the Makefile and the editor rules are in MANIFEST.in."""
+    documents = {path.name for path in ROOT.glob("*.rst")}
+    assert {"README.rst", "CONTRIBUTING.rst", "CHANGELOG.rst"} <= documents
+    missing = (documents | {"Makefile", "LICENSE"}) - _manifest_includes()
+    assert not missing, f"add to MANIFEST.in: {sorted(missing)}"
+
+
+@pytest.mark.parametrize("document", ["CHANGELOG.rst"])
+def test_new_documents_are_valid_restructuredtext(document: str) -> None:
+    import docutils.core
+
+    docutils.core.publish_doctree(
+        (ROOT / document).read_text(),
+        settings_overrides={"report_level": 2, "halt_level": 2},
+    )
