@@ -5,6 +5,7 @@ VM lab in the repository.  Each test reads the repository's own files (a checkou
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import shutil
 import subprocess
@@ -151,8 +152,79 @@ def test_sdist_ships_the_documents_and_the_task_list() -> None:
     """Every top-level document, the Makefile and the editor rules are in MANIFEST.in."""
     documents = {path.name for path in ROOT.glob("*.rst")}
     assert {"README.rst", "CONTRIBUTING.rst", "CHANGELOG.rst"} <= documents
-    missing = (documents | {"Makefile", "LICENSE"}) - _manifest_includes()
+    missing = (documents | {"Makefile", "LICENSE", ".editorconfig"}) - _manifest_includes()
     assert not missing, f"add to MANIFEST.in: {sorted(missing)}"
+
+
+def _editorconfig(name: str) -> dict[str, str]:
+    """The properties .editorconfig gives a file of this name (its sections name no
+    folder, so they match the base name anywhere; a later section wins)."""
+    properties: dict[str, str] = {}
+    matches = False
+    for line in (ROOT / ".editorconfig").read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        section = re.fullmatch(r"\[(.+)\]", line)
+        if section:
+            glob = section.group(1)
+            braces = re.fullmatch(r"(.*)\{(.+)\}(.*)", glob)
+            globs = [glob]
+            if braces:
+                before, choices, after = braces.groups()
+                globs = [before + choice + after for choice in choices.split(",")]
+            matches = any(fnmatch.fnmatchcase(name, glob) for glob in globs)
+        elif matches:
+            key, value = (part.strip() for part in line.split("=", 1))
+            properties[key] = value
+    return properties
+
+
+def _clang_format() -> dict[str, str]:
+    text = (ROOT / ".clang-format").read_text()
+    return dict(re.findall(r"^(\w+): *(\S+)$", text, re.MULTILINE))
+
+
+def test_editorconfig_matches_ruff_and_clang_format() -> None:
+    ruff = _pyproject()["tool"]["ruff"]
+    for name in ("_run.py", "_sandbox.pyi"):
+        python = _editorconfig(name)
+        assert python["indent_style"] == "space", name
+        assert int(python["indent_size"]) == ruff.get("indent-width", 4), name
+        assert int(python["max_line_length"]) == ruff["line-length"], name
+    clang = _clang_format()
+    assert clang.get("UseTab", "Never") == "Never"
+    for name in ("spawn.c", "sandbox.h"):
+        c = _editorconfig(name)
+        assert c["indent_style"] == "space", name
+        assert int(c["indent_size"]) == int(clang["IndentWidth"]), name
+        assert int(c["max_line_length"]) == int(clang["ColumnLimit"]), name
+    assert _editorconfig("Makefile")["indent_style"] == "tab"
+
+
+def test_tracked_files_follow_the_editorconfig() -> None:
+    """No trailing white space, a final newline, LF endings, tabs only where the rules
+    ask for them: what .editorconfig promises an editor is true of the tree."""
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, check=False
+    )
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout")
+    problems = []
+    for name in listed.stdout.decode().split("\0"):
+        path = ROOT / name
+        if not name or not path.is_file() or b"\0" in (data := path.read_bytes()):
+            continue
+        text = data.decode()
+        rules = _editorconfig(path.name)
+        if text and not text.endswith("\n"):
+            problems.append(f"{name}: no final newline")
+        for number, line in enumerate(text.split("\n"), 1):
+            if line != line.rstrip():
+                problems.append(f"{name}:{number}: trailing white space or CR")
+            if line.startswith("\t") and rules.get("indent_style") != "tab":
+                problems.append(f"{name}:{number}: a tab where .editorconfig says spaces")
+    assert not problems, "\n".join(problems[:20])
 
 
 @pytest.mark.parametrize("document", ["CHANGELOG.rst"])
