@@ -6,6 +6,7 @@ VM lab in the repository.  Each test reads the repository's own files (a checkou
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 import shutil
 import subprocess
@@ -225,6 +226,51 @@ def test_tracked_files_follow_the_editorconfig() -> None:
             if line.startswith("\t") and rules.get("indent_style") != "tab":
                 problems.append(f"{name}:{number}: a tab where .editorconfig says spaces")
     assert not problems, "\n".join(problems[:20])
+
+
+def _public_name(revealed: str) -> str:
+    """``pysandbox.<private path>.Name`` as ``pysandbox.Name``: the comments of the typing
+    examples match the final component only, so the private modules may move."""
+    return re.sub(r"\bpysandbox(?:\.\w+)*\.(\w+)", r"pysandbox.\1", revealed)
+
+
+@pytest.mark.skipif(
+    sys.version_info < (3, 10), reason="mypy 2.4 needs Python 3.10+ (the default Python checks)"
+)
+def test_typing_examples_reveal_the_types_their_comments_name(tmp_path: Path) -> None:
+    """``mypy --strict`` on tests/typing/examples.py, from a scratch directory (so that
+    the installed package is checked, not the source tree): no error, and each
+    ``reveal_type`` line reveals what its ``# R:`` comment says."""
+    examples = ROOT / "tests" / "typing" / "examples.py"
+    expected = {}
+    for number, line in enumerate(examples.read_text().splitlines(), 1):
+        if "reveal_type(" in line and not line.lstrip().startswith(("from ", "import ")):
+            comment = re.search(r"# R: (.+)$", line)
+            assert comment is not None, f"examples.py:{number}: reveal_type without # R:"
+            expected[number] = comment.group(1).strip()
+    assert len(expected) >= 10
+    env = {k: v for k, v in os.environ.items() if k not in ("MYPYPATH", "PYTHONPATH")}
+    mypy = [sys.executable, "-m", "mypy", "-v", "--strict", "--no-error-summary"]
+    checked = subprocess.run(
+        [*mypy, "--cache-dir", str(tmp_path / "cache"), str(examples)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    notes = re.findall(r"^.*?:(\d+): (\w+): (.*)$", checked.stdout, re.MULTILINE)
+    assert checked.returncode == 0, checked.stdout
+    assert [n for n in notes if n[1] != "note"] == [], checked.stdout
+    revealed = {}
+    for number, _, message in notes:
+        shown = re.fullmatch(r'Revealed type is "(.*)"', message)
+        assert shown is not None, message
+        revealed[int(number)] = _public_name(shown.group(1))
+    assert revealed == expected
+    installed = Path(pysandbox.__file__).resolve()
+    parsed = re.findall(r"Parsing (\S+) \(pysandbox\)$", checked.stderr, re.MULTILINE)
+    assert [Path(path).resolve() for path in parsed] == [installed], parsed
 
 
 @pytest.mark.parametrize("document", ["CHANGELOG.rst"])
