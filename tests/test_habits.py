@@ -273,7 +273,22 @@ def test_typing_examples_reveal_the_types_their_comments_name(tmp_path: Path) ->
     assert [Path(path).resolve() for path in parsed] == [installed], parsed
 
 
-@pytest.mark.parametrize("document", ["CHANGELOG.rst"])
+def test_design_names_the_c_files_and_the_python_modules_by_role() -> None:
+    """DESIGN.rst names every C file (they are stable) and only files that exist, and
+    names no private Python module: those move, so it speaks of their roles and leaves
+    the names to CONTRIBUTING.rst, whose layout table a test keeps true."""
+    text = (ROOT / "DESIGN.rst").read_text()
+    sources = {f"src/{path.name}" for path in (ROOT / "src").glob("*.[ch]")}
+    named = set(re.findall(r"``(src/[\w.]+)``", text))
+    assert sources <= named, sorted(sources - named)
+    assert named <= sources, sorted(named - sources)
+    modules = re.findall(r"\b(_[a-z]\w*\.py)\b", text)
+    assert modules == [], f"name these by their role: {modules}"
+    assert "../shared" not in text
+    assert "``DESIGN.rst``" in (ROOT / "CONTRIBUTING.rst").read_text()
+
+
+@pytest.mark.parametrize("document", ["CHANGELOG.rst", "DESIGN.rst"])
 def test_new_documents_are_valid_restructuredtext(document: str) -> None:
     import docutils.core
 
