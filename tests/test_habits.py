@@ -5,12 +5,15 @@ VM lab in the repository.  Each test reads the repository's own files (a checkou
 
 from __future__ import annotations
 
+import ast
 import fnmatch
+import importlib
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -288,7 +291,140 @@ def test_design_names_the_c_files_and_the_python_modules_by_role() -> None:
     assert "``DESIGN.rst``" in (ROOT / "CONTRIBUTING.rst").read_text()
 
 
-@pytest.mark.parametrize("document", ["CHANGELOG.rst", "DESIGN.rst"])
+@pytest.mark.slow
+def test_sdist_has_the_habits_and_not_the_lab(tmp_path: Path) -> None:
+    """The sdist carries the documents, the task list and the typing examples; the VM
+    lab, a maintainers' harness that builds a guest as root, stays out (and no wheel
+    holds anything but the package)."""
+    subprocess.run(
+        [sys.executable, "-m", "build", "--sdist", "--outdir", str(tmp_path), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    (sdist,) = tmp_path.glob("pysandbox-*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        names = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
+    for required in (
+        "CHANGELOG.rst",
+        "DESIGN.rst",
+        "Makefile",
+        ".editorconfig",
+        "tests/test_habits.py",
+        "tests/typing/examples.py",
+    ):
+        assert required in names, required
+    assert not [name for name in names if name.startswith("lab/")]
+
+
+LAB = ROOT / "lab"
+
+
+def test_nothing_points_outside_the_repository_for_the_lab_or_the_design() -> None:
+    outside = "../" + "shared"
+    for path in [ROOT / "README.rst", ROOT / "CONTRIBUTING.rst", *ROOT.glob("scripts/*")]:
+        assert outside not in path.read_text(), path.name
+    for path in LAB.rglob("*"):
+        assert not path.is_file() or outside not in path.read_text(), path
+    contributing = (ROOT / "CONTRIBUTING.rst").read_text()
+    assert "``lab/``" in contributing and "``lab/README.rst``" in contributing
+
+
+def test_every_shell_script_parses() -> None:
+    scripts = [*ROOT.glob("scripts/*.sh"), *LAB.rglob("*.sh"), LAB / "guest" / "vmlab-run"]
+    assert len(scripts) >= 12
+    for script in scripts:
+        subprocess.run(["bash", "-n", str(script)], check=True)
+
+
+def _lab(*args: str, state: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """``lab/run-in-vm.sh`` with an empty state folder: it stops before any boot."""
+    return subprocess.run(
+        ["bash", str(LAB / "run-in-vm.sh"), *args],
+        env={**os.environ, "VMLAB_STATE": str(state), **env},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_run_in_vm_stops_before_booting_on_help_bad_mode_or_no_image(tmp_path: Path) -> None:
+    shown = _lab("--help", state=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("Run a command inside the VM lab's guest"), shown.stdout
+    for option in ("-p PROJECT", "-m root|user|both", "--shell", "VMLAB_STATE"):
+        assert option in shown.stdout, option
+    assert "set -euo" not in shown.stdout
+    bad = _lab("-m", "nobody", "--", "true", state=tmp_path)
+    assert (bad.returncode, bad.stderr) == (125, "vmlab: -m root|user|both\n")
+    unbuilt = _lab("--", "true", state=tmp_path)
+    assert unbuilt.returncode == 125
+    assert f"{tmp_path}/debian.img missing: run build-image.sh" in unbuilt.stderr
+    assert list(tmp_path.iterdir()) == []  # no job folder: nothing was started
+
+
+def test_cgroup_v2_check_finds_the_lab_in_the_repository(tmp_path: Path) -> None:
+    """scripts/test-cgroup-v2.sh finds lab/ by default and skips, naming the build
+    command, when the image is not built; it skips as well without any lab."""
+    script = ["bash", str(ROOT / "scripts" / "test-cgroup-v2.sh")]
+    env = {k: v for k, v in os.environ.items() if k != "VMLAB_DIR"}
+    found = subprocess.run(
+        script,
+        env={**env, "VMLAB_STATE": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert found.returncode == 0, found.stderr
+    assert "skipped: the lab's guest image is not built" in found.stdout, found.stdout
+    assert f"bash {LAB}/build-image.sh" in found.stdout, found.stdout
+    elsewhere = {**env, "VMLAB_STATE": str(tmp_path), "VMLAB_DIR": str(tmp_path / "none")}
+    missing = subprocess.run(
+        script, env=elsewhere, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert missing.returncode == 0, missing.stderr
+    assert "skipped: no VM lab at" in missing.stdout, missing.stdout
+
+
+def test_lab_image_pins_the_test_tools_as_pyproject_does() -> None:
+    pins = _test_pins()
+    named = re.findall(r"\b([\w.-]+)==([\w.]+)", (LAB / "build-image.sh").read_text())
+    assert named, "build-image.sh pins no test tool"
+    for tool, version in named:
+        assert pins.get(tool) == version, f"lab/build-image.sh: {tool}=={version}, {pins}"
+
+
+def test_lab_jobs_use_names_the_installed_package_has() -> None:
+    """The Python a lab job runs in the guest imports names that exist: the private
+    modules it reaches into move with the restructuring, and the lab runs too rarely to
+    find out by itself."""
+    for job in LAB.glob("jobs/*.sh"):
+        for code in re.findall(r"<<'PY'\n(.*?)\nPY\n", job.read_text(), re.DOTALL):
+            tree = ast.parse(code)
+            modules: dict[str, object] = {}
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.module == "pysandbox":
+                    for alias in node.names:
+                        try:
+                            value = importlib.import_module(f"pysandbox.{alias.name}")
+                        except ModuleNotFoundError:
+                            value = getattr(pysandbox, alias.name, None)
+                        assert value is not None, f"{job.name}: pysandbox has no {alias.name}"
+                        modules[alias.asname or alias.name] = value
+            assert modules, job.name
+            for node in ast.walk(tree):
+                if (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id in modules
+                ):
+                    owner = modules[node.value.id]
+                    assert hasattr(owner, node.attr), f"{job.name}: {node.value.id}.{node.attr}"
+
+
+@pytest.mark.parametrize("document", ["CHANGELOG.rst", "DESIGN.rst", "lab/README.rst"])
 def test_new_documents_are_valid_restructuredtext(document: str) -> None:
     import docutils.core
 
