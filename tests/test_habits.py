@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import fnmatch
 import importlib
+import importlib.metadata
 import os
 import re
 import shutil
@@ -26,7 +27,11 @@ if sys.version_info >= (3, 11):
 else:  # build, of the test extra, needs tomli below 3.11
     import tomli as tomllib
 
-ROOT = Path(__file__).resolve().parent.parent
+#: The checkout: the nearest folder above with a pyproject.toml, so the file may move
+#: into a folder of tests unchanged.
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())
+#: The typing examples mypy checks.
+EXAMPLES = ROOT / "tests" / "typing" / "examples.py"
 pytestmark = pytest.mark.no_bwrap
 
 
@@ -141,7 +146,9 @@ def test_changelog_newest_release_is_the_package_version() -> None:
         assert version is not None, f"not a version: {heading!r}"
         released.append(version.group(1))
     assert released, "no released version"
-    assert released[0] == pysandbox.__version__ == _pyproject()["project"]["version"]
+    # The installed distribution's version: pyproject.toml's, whether it is written
+    # there or read from the package (dynamic).
+    assert released[0] == pysandbox.__version__ == importlib.metadata.version("pysandbox")
     assert sorted(released, key=_version, reverse=True) == released, released
     unreleased = text.split("\nUnreleased\n", 1)[1].split(f"\n{released[0]}", 1)[0]
     assert unreleased.lstrip("-\n").startswith("* Internal modules moved"), unreleased
@@ -244,9 +251,8 @@ def test_typing_examples_reveal_the_types_their_comments_name(tmp_path: Path) ->
     """``mypy --strict`` on tests/typing/examples.py, from a scratch directory (so that
     the installed package is checked, not the source tree): no error, and each
     ``reveal_type`` line reveals what its ``# R:`` comment says."""
-    examples = ROOT / "tests" / "typing" / "examples.py"
     expected = {}
-    for number, line in enumerate(examples.read_text().splitlines(), 1):
+    for number, line in enumerate(EXAMPLES.read_text().splitlines(), 1):
         if "reveal_type(" in line and not line.lstrip().startswith(("from ", "import ")):
             comment = re.search(r"# R: (.+)$", line)
             assert comment is not None, f"examples.py:{number}: reveal_type without # R:"
@@ -255,7 +261,7 @@ def test_typing_examples_reveal_the_types_their_comments_name(tmp_path: Path) ->
     env = {k: v for k, v in os.environ.items() if k not in ("MYPYPATH", "PYTHONPATH")}
     mypy = [sys.executable, "-m", "mypy", "-v", "--strict", "--no-error-summary"]
     checked = subprocess.run(
-        [*mypy, "--cache-dir", str(tmp_path / "cache"), str(examples)],
+        [*mypy, "--cache-dir", str(tmp_path / "cache"), str(EXAMPLES)],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -310,7 +316,7 @@ def test_sdist_has_the_habits_and_not_the_lab(tmp_path: Path) -> None:
         "Makefile",
         ".editorconfig",
         "tests/test_habits.py",
-        "tests/typing/examples.py",
+        EXAMPLES.relative_to(ROOT).as_posix(),
     ):
         assert required in names, required
     assert not [name for name in names if name.startswith("lab/")]
