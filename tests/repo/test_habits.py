@@ -315,7 +315,7 @@ def test_sdist_has_the_habits_and_not_the_lab(tmp_path: Path) -> None:
         "DESIGN.rst",
         "Makefile",
         ".editorconfig",
-        "tests/test_habits.py",
+        "tests/repo/test_habits.py",
         EXAMPLES.relative_to(ROOT).as_posix(),
     ):
         assert required in names, required
