@@ -13,17 +13,11 @@ import time
 from collections.abc import Awaitable, Callable
 
 import pytest
+from support.describe import describe
 from support.processes import children_of, pids_with_marker, survivors, unique_marker
 from support.timing import KILL_LATENCY, PROMPTLY, cpu_overshoot
 
 from pysandbox import Limits, Result, Status, run, run_async, run_python, run_python_async
-
-
-def describe(result: Result) -> str:
-    return (
-        f"status={result.status} returncode={result.returncode} wall={result.wall_time:.3f} "
-        f"stdout={result.stdout[-300:]!r} stderr={result.stderr[-600:]!r}"
-    )
 
 
 class Recorder:

@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from support.describe import describe
 from support.processes import pids_with_marker, survivors, unique_marker
 from support.timing import KILL_LATENCY, PROMPTLY, cpu_overshoot, slow
 
@@ -125,15 +126,6 @@ def cprog(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def run_c(program: Path, *args: str, limits: Limits | None = None) -> Result:
     """Run the compiled C program by its absolute path, its directory bound read-only."""
     return run([str(program), *args], readable=[str(program.parent)], limits=limits)
-
-
-def describe(result: Result) -> str:
-    """A short account of a result for assertion messages."""
-    return (
-        f"status={result.status} returncode={result.returncode} signal={result.signal} "
-        f"cpu={result.cpu_time:.3f} wall={result.wall_time:.3f} rss={result.max_rss} "
-        f"stdout={result.stdout[-300:]!r} stderr={result.stderr[-600:]!r}"
-    )
 
 
 # --------------------------------------------------------------------------- the records

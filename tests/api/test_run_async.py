@@ -9,18 +9,11 @@ import asyncio
 import time
 
 import pytest
+from support.describe import describe
 from support.processes import pids_with_marker, survivors, unique_marker
 from support.timing import PROMPTLY, slow
 
 from pysandbox import Limits, Result, Status, run_async, run_python_async
-
-
-def describe(result: Result) -> str:
-    return (
-        f"status={result.status} returncode={result.returncode} signal={result.signal} "
-        f"wall={result.wall_time:.3f} stdout={result.stdout[-300:]!r} "
-        f"stderr={result.stderr[-600:]!r}"
-    )
 
 
 def test_run_async_returns_a_result() -> None:

@@ -14,23 +14,14 @@ import uuid
 from pathlib import Path
 
 import pytest
+from support.describe import describe
 from support.timing import PROMPTLY
 
 import pysandbox._model.filestream
-from pysandbox import Limits, Result, Status, run, run_python
+from pysandbox import Limits, Status, run, run_python
 from pysandbox._model.filestream import check_fits_tmpfs, tmpfs_footprint, tmpfs_inodes
 
 MiB = 2**20
-
-
-def describe(result: Result) -> str:
-    """A short account of a result for assertion messages."""
-    return (
-        f"status={result.status} returncode={result.returncode} signal={result.signal} "
-        f"files={ {name: len(data) for name, data in result.files.items()} } "
-        f"files_truncated={result.files_truncated} "
-        f"stdout={result.stdout[-300:]!r} stderr={result.stderr[-600:]!r}"
-    )
 
 
 @pytest.fixture

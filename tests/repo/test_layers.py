@@ -244,3 +244,17 @@ def test_tests_mirror_the_layers_and_share_helpers_only_through_support() -> Non
                 if top == "conftest" or top.startswith("test_"):
                     problems.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.module}")
     assert not problems, "\n".join(problems)
+
+
+def test_one_describe_for_every_test() -> None:
+    """An account of a result for assertion messages is written once, in
+    ``tests/support/describe.py``; a test that wants more passes it as context."""
+    homes = []
+    for path in (ROOT / "tests").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        homes += [
+            f"{path.relative_to(ROOT)}:{node.lineno}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef) and node.name == "describe"
+        ]
+    assert homes == ["tests/support/describe.py:11"]

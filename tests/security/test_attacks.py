@@ -37,6 +37,7 @@ from pathlib import Path
 
 import pytest
 from support.callers import Caller
+from support.describe import describe
 from support.processes import pids_with_marker
 from support.timing import ATTEMPT_SOURCE, SYSCALL_SOURCE, cpu_overshoot, slow
 
@@ -151,14 +152,6 @@ def attack_ok(caller: Caller, code: str, **options: object) -> dict[str, object]
     result, report = attack(caller, code, **options)  # type: ignore[arg-type]
     assert result.status is Status.OK, describe(result)
     return report
-
-
-def describe(result: Result) -> str:
-    return (
-        f"{result.status} rc={result.returncode} signal={result.signal} "
-        f"cpu={result.cpu_time:.2f} wall={result.wall_time:.2f} rss={result.max_rss} "
-        f"stdout={result.stdout[-1500:]!r} stderr={result.stderr[-1500:]!r}"
-    )
 
 
 def succeeded(report: Mapping[str, object]) -> dict[str, object]:
