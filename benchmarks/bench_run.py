@@ -52,7 +52,9 @@ from pysandbox import Limits, Result, Status
 from pysandbox._api import run as _run
 from pysandbox._host import programs
 from pysandbox._launch import bwrap as _bwrap
+from pysandbox._launch import failures as _failures
 from pysandbox._launch import launcher as _launch
+from pysandbox._launch import rlimits as _rlimits
 
 SHELL = "/bin/sh"
 TRUE_ARGV = ["/bin/true"]
@@ -213,7 +215,7 @@ def shell_command(argv: list[str], files: dict[str, str]) -> ShellCommand:
 
 def run_argv(limits: Limits) -> list[str]:
     """What ``pysandbox.run(TRUE_ARGV)`` hands to the C core."""
-    plan, _ = _run.build_plan(list(TRUE_ARGV), limits=limits)
+    plan, _ = _run.build_plan(_run.Call(list(TRUE_ARGV), limits=limits))
     return _launch.command_line(plan)
 
 
@@ -221,9 +223,8 @@ def run_python_argv(limits: Limits) -> list[str]:
     """What ``pysandbox.run_python(PYTHON_CODE)`` hands to the C core (the seccomp
     program and the code file are its passed fds)."""
     python = programs.find_python()
-    plan, _ = _run.build_plan(
-        [python, "-u", _bwrap.MAIN_PATH], limits=limits, code=PYTHON_CODE.encode()
-    )
+    call = _run.Call([python, "-u", _bwrap.MAIN_PATH], limits=limits, code=PYTHON_CODE.encode())
+    plan, _ = _run.build_plan(call)
     return _launch.command_line(plan)
 
 
@@ -317,7 +318,7 @@ def verify_shell_sandbox(
         with open(os.path.join(out_dir, str(status_fd)), "rb") as f:
             status = _launch.bwrap_report(f.read())
         with open(os.path.join(out_dir, str(report_fd)), "rb") as f:
-            report = _launch.parse_init_report(f.read())
+            report = _failures.parse_init_report(f.read())
     if status.get("exit-code") != 0 or report is None or report.wait_status != 0:
         raise RuntimeError(f"{name}: bwrap reported {status}, the init reported {report}")
 
@@ -369,7 +370,7 @@ def run(settings: Settings) -> None:
     # includes the per-sandbox cgroup, which is part of what run() costs.
     rlimits = [
         r
-        for r in _launch.within_own_limits(limits.rlimits())
+        for r in _rlimits.within_own_limits(limits.rlimits())
         if r[0] != resource.RLIMIT_NPROC and r[0] not in NO_ULIMIT_FLAG
     ]
     bwrap = programs.find_bwrap()

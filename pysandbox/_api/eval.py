@@ -10,7 +10,8 @@ import resource
 
 from .._host import interpreter, programs
 from .._launch import bwrap
-from .._launch.launcher import Facts, FdLayout, Plan, launch
+from .._launch.launcher import launch
+from .._launch.plan import Facts, FdLayout, Plan
 from .._model.cancel import CancelEvent
 from .._model.errors import SandboxError
 from .._model.result import ProcessOutput

@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Optional, Union
 
 from .._host import programs
 from .._launch import bwrap
 from .._launch.bwrap import MAIN_NAME, MAIN_PATH, WORKDIR
-from .._launch.launcher import Facts, FdLayout, Plan, launch
+from .._launch.launcher import launch
+from .._launch.plan import Facts, FdLayout, Plan
 from .._launch.readable import check_readable
 from .._model.cancel import CancelEvent
 from .._model.classify import classify
@@ -18,8 +18,10 @@ from .._model.file import File
 from .._model.filestream import check_fits_tmpfs, decode_files, encode_files, stream_cap
 from .._model.limits import Limits
 from .._model.result import Result
+from .call import Call, OnOutput, Stdin
 
 __all__ = [
+    "Call",
     "OnOutput",
     "Stdin",
     "as_bytes",
@@ -34,12 +36,6 @@ __all__ = [
     "run",
     "run_python",
 ]
-
-#: What ``stdin`` may be: data, a callback for interactive programs, or None (closed).
-Stdin = Union[bytes, str, Callable[[bytes], Union[bytes, str, None]], None]
-
-#: An ``on_stdout``/``on_stderr`` callback: shown each chunk of output; its result is ignored.
-OnOutput = Optional[Callable[[bytes], object]]
 
 
 def check_output_callback(callback: object, name: str) -> None:
@@ -114,35 +110,6 @@ def _stdin_plan(
     return first, reply_to
 
 
-def _execute(
-    program: list[str],
-    *,
-    stdin: Stdin,
-    limits: Limits | None,
-    files: Mapping[str, bytes | File] | None,
-    readable: Sequence[str],
-    env: Mapping[str, str] | None,
-    code: bytes | None,
-    cancel: CancelEvent | None,
-    on_stdout: OnOutput,
-    on_stderr: OnOutput,
-) -> Result:
-    """Validate everything, run ``program`` under the init, and classify the outcome."""
-    plan, checked = build_plan(
-        program,
-        stdin=stdin,
-        on_stdout=on_stdout,
-        on_stderr=on_stderr,
-        limits=limits,
-        files=files,
-        readable=readable,
-        env=env,
-        code=code,
-        cancel=cancel,
-    )
-    return finish(plan, checked)
-
-
 def finish(plan: Plan, limits: Limits, launcher: Callable[[Plan], Facts] = launch) -> Result:
     """Launch ``plan`` (made by ``build_plan``, which returned ``limits``) with
     ``launcher`` and classify how it ended: the second half of ``run``, for callers that
@@ -178,22 +145,11 @@ def check_python(code: object, args: object) -> tuple[bytes, list[str]]:
     return source, list(args)
 
 
-def build_plan(
-    program: list[str],
-    *,
-    stdin: Stdin = None,
-    limits: Limits | None = None,
-    files: Mapping[str, bytes | File] | None = None,
-    readable: Sequence[str] = (),
-    env: Mapping[str, str] | None = None,
-    code: bytes | None = None,
-    cancel: CancelEvent | None = None,
-    on_stdout: OnOutput = None,
-    on_stderr: OnOutput = None,
-) -> tuple[Plan, Limits]:
-    """Check the arguments of ``run`` and build its ``Plan``: ``program`` under the
-    init, in a writable ``WORKDIR`` with the files, and the code when ``code`` is given
-    (``run_python``).  Returns the limits in force with it."""
+def build_plan(call: Call) -> tuple[Plan, Limits]:
+    """Check the arguments of ``run`` and build its ``Plan``: ``call.program`` under the
+    init, in a writable ``WORKDIR`` with the files, and the code when ``call.code`` is
+    given (``run_python``).  Returns the limits in force with it."""
+    limits, files, code = call.limits, call.files, call.code
     if limits is None:
         limits = Limits()
     elif not isinstance(limits, Limits):
@@ -202,11 +158,11 @@ def build_plan(
     check_fits_tmpfs(files or {}, limits.disk, limits.disk_inodes())
     if files and code is not None and MAIN_NAME in files:
         raise ValueError(f"files: {MAIN_NAME!r} is where run_python puts the code")
-    paths = check_readable(readable)
-    env_options = check_env(env)
-    check_output_callback(on_stdout, "on_stdout")
-    check_output_callback(on_stderr, "on_stderr")
-    initial, stdin_callback = _stdin_plan(stdin)
+    paths = check_readable(call.readable)
+    env_options = check_env(call.env)
+    check_output_callback(call.on_stdout, "on_stdout")
+    check_output_callback(call.on_stderr, "on_stderr")
+    initial, stdin_callback = _stdin_plan(call.stdin)
     python = programs.find_python()
 
     payloads = [] if files_stream is None else [files_stream]
@@ -230,7 +186,7 @@ def build_plan(
         readable=paths,
         writable=[WORKDIR],
         init_options=init_options,
-        program=program,
+        program=call.program,
         code=code,
         code_path=None if code is None else MAIN_PATH,
         code_mode=bwrap.MAIN_MODE,
@@ -247,9 +203,9 @@ def build_plan(
         cpu_limit=limits.cpu_time,
         stdin=initial,
         stdin_callback=stdin_callback,
-        on_stdout=on_stdout,
-        on_stderr=on_stderr,
-        cancel=cancel,
+        on_stdout=call.on_stdout,
+        on_stderr=call.on_stderr,
+        cancel=call.cancel,
     )
     return plan, limits
 
@@ -339,18 +295,18 @@ def run(
     :raises TypeError, ValueError: a bad argument, before anything runs.
     :raises SandboxError: the sandbox could not run the program at all.
     """
-    return _execute(
+    call = Call(
         check_argv(argv),
         stdin=stdin,
         limits=limits,
         files=files,
         readable=readable,
         env=env,
-        code=None,
         cancel=cancel,
         on_stdout=on_stdout,
         on_stderr=on_stderr,
     )
+    return finish(*build_plan(call))
 
 
 def run_python(
@@ -372,15 +328,16 @@ def run_python(
     everything else is as for ``run``.
     """
     program, source = python_program(code, args)
-    return _execute(
+    call = Call(
         program,
+        code=source,
         stdin=stdin,
         limits=limits,
         files=files,
         readable=readable,
         env=env,
-        code=source,
         cancel=cancel,
         on_stdout=on_stdout,
         on_stderr=on_stderr,
     )
+    return finish(*build_plan(call))

@@ -19,8 +19,8 @@ from .._cgroups.mounts import discover
 from .._cgroups.node import PARENT
 from .._cgroups.probe import probe
 from .._launch.confine import confine
-from .._launch.launcher import SIGPENDING_BOUND
 from .._launch.readable import LANDLOCK_FIX, landlock_abi
+from .._launch.rlimits import SIGPENDING_BOUND
 from .._model.errors import SandboxError
 from .._model.limits import Limits
 from .._model.selftest_report import Check, SelftestReport

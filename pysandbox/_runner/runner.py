@@ -4,6 +4,11 @@ environment, a cap on the sandboxes running at once, and ``map`` for many jobs.
 Every call takes a slot of the Runner's ``Slots`` before its sandbox starts and gives it
 back once the sandbox is reaped; the time it waited is ``Result.queued_time`` and is not
 in ``wall_time`` (the C core starts the wall clock at the spawn, after the wait).
+
+The module is longer than 500 lines because it is the one public class ``Runner``,
+whose methods (each sync and async form of every call, ``run_job`` and ``map``) are thin
+entries with their own docstrings over ``_result``; mixins in other files would scatter
+one class's API and its shared state.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from types import TracebackType
 from typing import Any
 
 from .._api.aio import in_thread, on_loop
+from .._api.call import Call
 from .._api.eval import eval_plan, read_output
 from .._api.run import (
     OnOutput,
@@ -29,7 +35,8 @@ from .._api.run import (
     finish,
     python_program,
 )
-from .._launch.launcher import Facts, Plan, launch
+from .._launch.launcher import launch
+from .._launch.plan import Facts, Plan
 from .._model.cancel import AnyOf, CancelEvent
 from .._model.file import File
 from .._model.limits import Limits
@@ -112,9 +119,10 @@ class Runner:
         self._pool: WarmPool | None = None
         if size:
             program, source = python_program("", ())
-            plan, _ = build_plan(
-                program, limits=self._limits, readable=self._readable, env=self._env, code=source
+            call = Call(
+                program, code=source, limits=self._limits, readable=self._readable, env=self._env
             )
+            plan, _ = build_plan(call)
             self._pool = WarmPool(size, plan)
             weakref.finalize(self, self._pool.close)
 
@@ -221,37 +229,26 @@ class Runner:
         check_env(env)
         return {**self._env, **(env or {})}
 
-    def _result(
-        self,
-        program: list[str],
-        code: bytes | None,
-        *,
-        stdin: Stdin,
-        limits: Limits | None,
-        files: Mapping[str, bytes | File] | None,
-        readable: Sequence[str],
-        env: Mapping[str, str] | None,
-        cancel: CancelEvent | None,
-        outputs: OutputsFor,
-    ) -> Result:
-        """One run: checked and planned, then run once a slot is free, the wait in the
-        result's ``queued_time``."""
+    def _result(self, call: Call, outputs: OutputsFor) -> Result:
+        """One run: checked and planned with this Runner's defaults (``call.cancel`` also
+        ends the wait for a slot; ``outputs`` gives the output callbacks for the run's
+        stop event), then run once a slot is free, the wait in the result's
+        ``queued_time``."""
         with self._slots.ticket() as ticket:
-            stop = AnyOf(cancel, ticket.stop)
+            stop = AnyOf(call.cancel, ticket.stop)
             on_stdout, on_stderr = outputs(stop)
             plan, checked = build_plan(
-                program,
-                stdin=stdin,
-                limits=self._limits if limits is None else limits,
-                files=files,
-                readable=self._merged_readable(readable),
-                env=self._merged_env(env),
-                code=code,
-                cancel=stop,
-                on_stdout=on_stdout,
-                on_stderr=on_stderr,
+                dataclasses.replace(
+                    call,
+                    limits=self._limits if call.limits is None else call.limits,
+                    readable=self._merged_readable(call.readable),
+                    env=self._merged_env(call.env),
+                    cancel=stop,
+                    on_stdout=on_stdout,
+                    on_stderr=on_stderr,
+                )
             )
-            queued = ticket.wait(cancel)
+            queued = ticket.wait(call.cancel)
             return dataclasses.replace(finish(plan, checked, self._facts), queued_time=queued)
 
     def _eval(
@@ -296,15 +293,16 @@ class Runner:
 
         program = check_argv(argv)
         return self._result(
-            program,
-            None,
-            stdin=stdin,
-            limits=limits,
-            files=files,
-            readable=readable,
-            env=env,
-            cancel=cancel,
-            outputs=lambda _: (on_stdout, on_stderr),
+            Call(
+                program,
+                stdin=stdin,
+                limits=limits,
+                files=files,
+                readable=readable,
+                env=env,
+                cancel=cancel,
+            ),
+            lambda _: (on_stdout, on_stderr),
         )
 
     def run_python(
@@ -324,15 +322,17 @@ class Runner:
         """``pysandbox.run_python`` in a slot of this Runner, with its defaults (as ``run``)."""
         program, source = python_program(code, args)
         return self._result(
-            program,
-            source,
-            stdin=stdin,
-            limits=limits,
-            files=files,
-            readable=readable,
-            env=env,
-            cancel=cancel,
-            outputs=lambda _: (on_stdout, on_stderr),
+            Call(
+                program,
+                code=source,
+                stdin=stdin,
+                limits=limits,
+                files=files,
+                readable=readable,
+                env=env,
+                cancel=cancel,
+            ),
+            lambda _: (on_stdout, on_stderr),
         )
 
     def eval_in_sandbox(
@@ -371,15 +371,16 @@ class Runner:
         loop = asyncio.get_running_loop()
         return await in_thread(
             lambda cancel: self._result(
-                program,
-                None,
-                stdin=stdin,
-                limits=limits,
-                files=files,
-                readable=readable,
-                env=env,
-                cancel=cancel,
-                outputs=lambda stop: (
+                Call(
+                    program,
+                    stdin=stdin,
+                    limits=limits,
+                    files=files,
+                    readable=readable,
+                    env=env,
+                    cancel=cancel,
+                ),
+                lambda stop: (
                     on_loop(on_stdout, "on_stdout", loop, stop),
                     on_loop(on_stderr, "on_stderr", loop, stop),
                 ),
@@ -406,15 +407,17 @@ class Runner:
         loop = asyncio.get_running_loop()
         return await in_thread(
             lambda cancel: self._result(
-                program,
-                source,
-                stdin=stdin,
-                limits=limits,
-                files=files,
-                readable=readable,
-                env=env,
-                cancel=cancel,
-                outputs=lambda stop: (
+                Call(
+                    program,
+                    code=source,
+                    stdin=stdin,
+                    limits=limits,
+                    files=files,
+                    readable=readable,
+                    env=env,
+                    cancel=cancel,
+                ),
+                lambda stop: (
                     on_loop(on_stdout, "on_stdout", loop, stop),
                     on_loop(on_stderr, "on_stderr", loop, stop),
                 ),

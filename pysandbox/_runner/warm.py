@@ -25,7 +25,8 @@ import time
 import weakref
 
 from .._launch.codefile import lease_break_seconds, lease_support
-from .._launch.launcher import Launched, Plan, start
+from .._launch.launcher import Launched, start
+from .._launch.plan import Plan
 from .._model.errors import SandboxError
 
 __all__ = ["WarmPool"]

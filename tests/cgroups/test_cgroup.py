@@ -594,10 +594,10 @@ def test_a_run_on_cgroup_v2_is_born_in_its_group() -> None:
     """Through the API: on a v2 host the sandbox's first process was created in its group
     (no migration); on v1 it moved itself."""
     requires("pids", "memory")
-    from pysandbox._api.run import build_plan
+    from pysandbox._api.run import Call, build_plan
     from pysandbox._launch.launcher import launch
 
-    plan, _limits = build_plan(["/bin/true"])
+    plan, _limits = build_plan(Call(["/bin/true"]))
     facts = launch(plan)
     on_v2 = discover()["pids"].version == 2 or discover()["memory"].version == 2
     assert facts.joined_at_clone is on_v2

@@ -37,7 +37,10 @@ from pysandbox import _sandbox
 from pysandbox._api import run as _run
 from pysandbox._host.mountinfo import unescape
 from pysandbox._launch import launcher as _launch
+from pysandbox._launch.failures import parse_init_report, spawn_failure
 from pysandbox._launch.lifeline import lifeline
+from pysandbox._launch.plan import INIT_REPORT_CAP, REPORT_CAP
+from pysandbox._launch.rlimits import within_own_limits
 
 #: The C core's names of the two steps that may refuse a group.
 AT_CLONE = "joining the sandbox's cgroup at clone"
@@ -204,7 +207,7 @@ def sandbox_tree() -> set[int]:
 def test_every_process_of_a_real_sandbox_is_in_the_group(group: Group, group_fd: int) -> None:
     """pysandbox's own bwrap command line, born in the group: while the program runs,
     the group holds exactly bwrap and every process below it, as the host sees them."""
-    plan, _ = _run.build_plan(["/bin/sh", "-c", "echo ready; read line; exit 0"])
+    plan, _ = _run.build_plan(_run.Call(["/bin/sh", "-c", "echo ready; read line; exit 0"]))
     seen: list[tuple[set[int], set[int]]] = []
 
     def on_stdout(chunk: bytes) -> bytes | None:
@@ -219,9 +222,9 @@ def test_every_process_of_a_real_sandbox_is_in_the_group(group: Group, group_fd:
             raw = _sandbox.run(
                 _launch.command_line(plan),
                 [],
-                rlimits=_launch.within_own_limits(rlimits),
+                rlimits=within_own_limits(rlimits),
                 pass_fds=pass_fds,
-                captures=[_launch.REPORT_CAP, _launch.INIT_REPORT_CAP, *plan.capture_caps],
+                captures=[REPORT_CAP, INIT_REPORT_CAP, *plan.capture_caps],
                 stdin_callback=on_stdout,
                 timeout=60.0,
                 cgroup_dir_fd=group_fd,
@@ -230,7 +233,7 @@ def test_every_process_of_a_real_sandbox_is_in_the_group(group: Group, group_fd:
             for fd in pass_fds:
                 if fd != lifeline_read:
                     os.close(fd)
-    report = _launch.parse_init_report(raw["captures"][1])
+    report = parse_init_report(raw["captures"][1])
     assert report is not None and report.wait_status == 0, raw["stderr"]
     assert raw["cgroup_joined_at_clone"] is True
     ((in_group, tree),) = seen
@@ -307,7 +310,7 @@ def test_a_refused_group_is_blamed_not_bwrap(tmp_path: Path, group: Group) -> No
     finally:
         os.close(fd)
     assert info.value.errno == errno.ENOENT
-    error = str(_launch._spawn_failure(info.value))
+    error = str(spawn_failure(info.value))
     assert AT_CLONE in error and "the group was removed" in error and "bwrap" not in error
 
 

@@ -14,8 +14,8 @@ from support.callers import run_unprivileged
 
 import pysandbox
 from pysandbox import Status, _sandbox, eval_in_sandbox, run_python
-from pysandbox._launch import launcher
-from pysandbox._launch.launcher import FdLayout
+from pysandbox._launch.failures import spawn_failure
+from pysandbox._launch.plan import FdLayout
 
 PACKAGE = Path(pysandbox.__file__).parent
 LIMITS_INSIDE = """
@@ -65,7 +65,7 @@ def test_a_spawn_failure_is_explained_by_its_stage_not_its_words(
     exc = OSError(errno.EBUSY, "words that name no stage")
     if stage is not None:
         exc.stage = stage  # type: ignore[attr-defined]
-    message = str(launcher._spawn_failure(exc))
+    message = str(spawn_failure(exc))
     assert message.startswith("could not start bubblewrap: words that name no stage; ")
     assert message.endswith(blamed)
 

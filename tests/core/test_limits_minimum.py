@@ -15,7 +15,7 @@ from pathlib import Path
 from support.callers import run_unprivileged
 
 from pysandbox import Limits, Status, run, run_python
-from pysandbox._launch.launcher import FdLayout
+from pysandbox._launch.plan import FdLayout
 from pysandbox._model.limits import _HANDED_FDS, MIN_OPEN_FILES, MIN_PROCESSES
 
 #: Tries to fork once; ``processes`` at its minimum leaves no room for that.

@@ -415,7 +415,7 @@ def test_a_lost_lease_kills_the_sandbox_before_its_code_runs() -> None:
     from pysandbox._launch import launcher as _launch
 
     program, source = _run.python_program("open('/sandbox/ran', 'w')", ())
-    plan, _ = _run.build_plan(program, code=source)
+    plan, _ = _run.build_plan(_run.Call(program, code=source))
     import dataclasses
     import fcntl
 

@@ -10,7 +10,7 @@ an AIO context, an inotify instance, a message queue and a timer, must find no l
 any of those files, take an exclusive lock on each, and write the database.
 
 The mechanisms (``src/seccomp_filter.c``: the calls refused as on a kernel without
-them, the locks that succeed without being taken; ``pysandbox/_launch/launcher.py``'s
+them, the locks that succeed without being taken; ``pysandbox/_launch/rlimits.py``'s
 ``ALWAYS_RLIMITS``) are in the README's "Kernel budgets".
 """
 
@@ -29,7 +29,7 @@ from support.callers import Caller, run_installed
 from support.timing import SYSCALL_SOURCE, slow
 
 from pysandbox import Limits, Result, Status
-from pysandbox._launch.launcher import MEMLOCK_BOUND, RTTIME_BOUND, SIGPENDING_BOUND
+from pysandbox._launch.rlimits import MEMLOCK_BOUND, RTTIME_BOUND, SIGPENDING_BOUND
 
 #: A file of the system that every sandbox sees.
 SYSTEM_FILE = os.path.realpath("/usr/lib/os-release")

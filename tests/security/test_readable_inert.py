@@ -461,10 +461,11 @@ def test_the_program_never_runs_unconfined_when_landlock_fails(
     call raises ``SandboxError`` naming the cause."""
     from pysandbox import SandboxError, run
     from pysandbox._launch import launcher as _launch
+    from pysandbox._launch.plan import Plan
 
     real = _launch._landlock_options
 
-    def broken(plan: _launch.Plan) -> list[str]:
+    def broken(plan: Plan) -> list[str]:
         return [*real(plan), "--landlock-write", "/no/such/place"]
 
     monkeypatch.setattr(_launch, "_landlock_options", broken)

@@ -65,7 +65,7 @@ def test_the_init_stops_sending_at_the_count() -> None:
     cap = 300
     limits = Limits(wall_time=120, cpu_time=60, files_out_count=cap)
     program, code = _run.python_program(MAKE_FILES, ["links", str(20 * cap)])
-    plan, _ = _run.build_plan(program, limits=limits, code=code)
+    plan, _ = _run.build_plan(_run.Call(program, limits=limits, code=code))
     facts = _launch.launch(plan)
     stream = facts.captures[0]
     assert not facts.captures_truncated[0]
