@@ -65,6 +65,28 @@ def test_c_files_and_functions_stay_short() -> None:
     assert sizes.returncode == 0, sizes.stdout + sizes.stderr
 
 
+#: What a module's docstring says when it is longer than 500 lines on purpose, and why.
+LONG_MODULE = "longer than 500 lines because"
+
+
+def test_python_modules_and_functions_stay_short() -> None:
+    """No module of the package over 500 lines and no function over 80, unless the
+    module's docstring says why (``LONG_MODULE``)."""
+    problems = []
+    for path in sorted((ROOT / "pysandbox").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text)
+        name = path.relative_to(ROOT)
+        if text.count("\n") > 500 and LONG_MODULE not in (ast.get_docstring(tree) or ""):
+            problems.append(f"{name}: {text.count(chr(10))} lines")
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > 80:
+                    problems.append(f"{name}:{node.lineno}: {node.name} has {length} lines")
+    assert not problems, "\n".join(problems)
+
+
 def test_only_the_python_face_includes_python_h() -> None:
     """The compiler can prove the child and the GIL-free loop touch no Python object."""
     for source in (ROOT / "src").glob("*.[ch]"):
