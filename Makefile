@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Every task a contributor runs, each calling the project's own scripts and the tools
 # in ./.venv (`make setup` makes it).  `make` alone prints this list.  Arguments for
 # pytest go in ARGS: make test-fast ARGS="-x tests/core/test_core.py".

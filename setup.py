@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Build the C core and the in-sandbox init; all metadata lives in pyproject.toml."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What joining a fresh cgroup v2 group costs a spawn: born in it, or moved into it.
 
 Usage: python benchmarks/bench_join.py [--quick] [--gap SECONDS]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Latency of pysandbox.run and run_python against bubblewrap and Python started from the shell.
 
 Usage: python benchmarks/bench_run.py [--quick]

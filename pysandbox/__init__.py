@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """pysandbox: run untrusted Python code under bubblewrap with hard limits, from a C core.
 
 >>> from pysandbox import eval_in_sandbox

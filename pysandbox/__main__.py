@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``python -m pysandbox``: the ``pysandbox`` command line (``pysandbox._frontends.cli``).
 
 Without arguments it runs the reference implementation's demo program in the sandbox;

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The pytest plugin for graders: a ``sandbox`` fixture whose runs take their limits from
 the test's ``@pytest.mark.sandbox(...)`` markers and the ``sandbox_*`` ini options, and
 whose every run is attached to the test's report.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The sizes of the C files and their functions, held to the limits CONTRIBUTING sets.
 
 Prints each C file of ``src/`` and ``tests/core/c/`` (or of the paths given) with its line

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The C core under AddressSanitizer and UndefinedBehaviorSanitizer: build pysandbox into
 # ./.venv-sanitize with PYSANDBOX_SANITIZE=1 and run the tests that drive the C hardest,
 # with the sanitizer runtimes preloaded (an extension built with ASan only loads into a

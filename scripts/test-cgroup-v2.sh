@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The whole test suite and the selftest on a real cgroup v2 + systemd host: a Debian 12
 # guest of the VM lab (lab/, see lab/README.rst), as root in a system service
 # with the README's unit lines, then as root in a cgroup namespace (a container's view),

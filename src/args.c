@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * args.c: the arguments of start() and pump() converted to plain C: argv
  * and env as C strings, the rlimits, fds and caps as arrays, every value

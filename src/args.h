@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * args.h: the arguments of start() and pump() converted to plain C
  * (args.c).  Include Python.h first: only the files that do can use these.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * buffer.c: the growable byte buffer the pump captures into and queues
  * stdin in.  Plain C with no other file of the core behind it, so

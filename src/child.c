@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * child.c: the child of the spawn, from the clone to the execve of bwrap.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * clone.c: the two ways the spawn creates its child, both with CLONE_VM |
  * CLONE_VFORK so that the cost does not grow with the caller's heap: the C

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * hooks.c: the hooks through which the GIL-free pump calls back into Python
  * while it runs: the tick (signal handlers, cancel.is_set()), on_stdout and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * hooks.h: the pump's hooks into Python (hooks.c).  Include Python.h first:
  * only the files that do can use these.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * init.c: pysandbox's init, the first program bubblewrap runs inside the
  * sandbox.  A standalone executable (not part of the extension module), run

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * init_files.c: the init's file record streams, both ways: the input files
  * unpacked from --files-in-fd into the working directory before the program

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * init_files.h: the init's file record streams (init_files.c), shared by
  * init.c and the C unit tests.  Plain C; part of the init, not of the

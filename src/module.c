@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * module.c: the Python face of the C core, module pysandbox._sandbox.
  *

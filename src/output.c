@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * output.c: the outcome of a run as Python objects.  The captured bytes
  * become their final bytes or str, copied once (an ASCII fast path, pages

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * output.h: the outcome of a run as Python objects, or as the OSError of a
  * stage (output.c).  Include

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * proctree.c: the CPU time of a whole process tree, read from /proc.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pump.c: the parent's loop around a running child.  Feeds stdin, captures
  * stdout and stderr under their caps (through streams.c), enforces the

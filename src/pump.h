@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pump.h: the state of one sbx_pump call, shared by the loop (pump.c) and
  * the streams it moves bytes through (streams.c).  Plain C, like sandbox.h.

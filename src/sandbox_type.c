@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sandbox_type.c: the Sandbox type, a started bwrap process until pump()
  * runs it to its end or kill() (or the object's release) ends it.  Includes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sandbox_type.h: the Sandbox type (sandbox_type.c).  Include Python.h
  * first: only the files that do can use these.  Every function needs the

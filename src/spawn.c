@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * spawn.c: start one child (bubblewrap) with its stdio on pipes, its
  * resource limits applied and every other fd closed.  The parent's side:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * spawn.h: the spawn's own interface between spawn.c (the parent's side),
  * child.c (the child, between clone and execve) and clone.c (the clone and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * streams.c: the bytes through the child's pipes, for the pump's loop
  * (pump.c): stdout, stderr and the captures read under their caps (past a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Shared fixtures.  The suite runs the real thing: real bwrap, namespaces and limits."""
 
 from __future__ import annotations

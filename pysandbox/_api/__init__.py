@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Layer 5, the calls: one call's arguments checked, its ``Plan`` built, its ``Facts`` read.
 
 ``eval_in_sandbox`` (the reference contract), ``run`` and ``run_python``, their async

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``run_async`` and ``run_python_async``: the same runs, awaited without blocking the
 event loop, and cancellable."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``Call``: one call of ``run`` or ``run_python`` as its caller gave it.
 
 The public functions (``run``, ``run_python``, their async forms, a ``Runner``'s) each

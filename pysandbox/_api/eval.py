@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``eval_in_sandbox``: the reference implementation's contract, read off the one launch
 path (``_launch``) that ``run`` uses too."""
 

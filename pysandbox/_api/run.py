@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``run`` and ``run_python``: any program in the sandbox, with stdin, files, limits and a
 ``Result`` that says exactly how it ended."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``selftest()``: attack a real sandbox on this host and report which protections hold.
 
 Each check runs code in a sandbox that tries to break one protection, and looks at the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Layer 3, the control groups: one group per sandbox, on cgroup v1 and v2.
 
 ``RLIMIT_NPROC`` is per uid (shared by every sandbox of that uid, and not enforced for

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The base of the sandboxes' groups in one hierarchy: opened, and on cgroup v2 made able
 to give its children controllers.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The control files of a cgroup: what they are called on each version, and how they are
 read and written.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``SandboxCgroup``: one sandbox's control group in every hierarchy it needs, from creation
 to teardown (see the package's docstring for why and where).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Where the cgroup hierarchies are, and where in each the sandboxes' groups go: found in
 ``/proc/self/mountinfo`` and ``/proc/self/cgroup``, not by guessing paths.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """One sandbox's group in one hierarchy (a node): made, limited, read, killed and removed
 through directory descriptors, and the groups whose removal must be retried."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``probe()``: whether this host lets this process make per-sandbox pids and memory groups,
 found with a real trial group and cached."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``Reaper``: clean-up work done in a daemon thread after the call that needs it has
 returned, so that no call waits for it.
 

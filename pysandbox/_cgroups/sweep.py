@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Clean-up no call waits for: the groups this process has finished with, removed by the
 reaper thread, and the groups of callers that died without removing theirs."""
 

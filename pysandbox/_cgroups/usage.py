@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What a sandbox's group counted: its peak memory, whether a limit was hit, its CPU time,
 and the memory still charged to it once its processes are gone."""
 

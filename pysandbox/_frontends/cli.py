@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The ``pysandbox`` command line (the console script, and ``python -m pysandbox``).
 
 ``pysandbox run [options] -- PROGRAM ARGS...`` and ``pysandbox python [options] FILE.py |

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``pysandbox batch``: its options, the jobs file, ``--scheduler``'s cluster, and the run."""
 
 from __future__ import annotations

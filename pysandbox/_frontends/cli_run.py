@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``pysandbox run`` and ``pysandbox python``: their options, the inputs, the program's output
 passed through, the output files and the verdict."""
 

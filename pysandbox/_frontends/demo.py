@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The reference implementation's demo: ``pysandbox demo``, and bare ``python -m pysandbox``.
 
 The program greets on stdout, shows who and where it is and its environment, tries to

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The IPython extension: ``%load_ext pysandbox`` registers the ``%%sandbox`` cell magic.
 
 The magic runs the cell's source with ``run_python`` (so with the notebook's own

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Limit options with units for argparse parsers: the command line's and the notebook
 magic's.
 

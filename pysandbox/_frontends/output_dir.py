@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Writing a run's output files into a host directory (``pysandbox run --output-dir``).
 
 The names and the modes come from the sandbox, so they are untrusted.  Three rules keep

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What the command line says to people: its exit statuses, and its own lines on stderr,
 which no output of the program can conceal or pass for."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Layer 2, the host: facts read from this machine, starting nothing.
 
 The one ``/proc/self/mountinfo`` parser, who owns a process and whether it is gone,

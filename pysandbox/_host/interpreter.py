@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What of the host's interpreter a sandbox must show, and where: its files outside the system
 directories, the symlinks on the way to them, the paths its ELF loader needs, and its
 ``pyvenv.cfg`` when its base moves."""

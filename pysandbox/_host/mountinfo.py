@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The one reader of ``/proc/self/mountinfo``: what is mounted where, as the kernel says.
 
 A line is ``ID PARENT MAJOR:MINOR ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE

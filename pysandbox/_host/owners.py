@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Who a process is, and whether it is gone: how the owner of something pysandbox leaves
 behind for a while (a private directory, a cgroup) is named, so that a later caller can
 tell that it was left by one that died.

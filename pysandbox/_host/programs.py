@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Where the programs a sandbox needs are on this host: bubblewrap, the interpreter, the init."""
 
 from __future__ import annotations

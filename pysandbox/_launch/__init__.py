@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Layer 4, the launch: one sandbox, a ``Plan`` in and its ``Facts`` out.
 
 The bubblewrap command line, the choice of what confines a run (a cgroup or an

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Pure functions that find bubblewrap and the interpreter and build the bwrap command line.
 
 Nothing here spawns a process; everything is unit-testable.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The code file: the host file a sandbox's Python reads its program from.
 
 Each sandbox that runs Python code gets one regular file in a private directory of this

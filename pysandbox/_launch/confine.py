@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Choose, for one run, what enforces the process cap and the total memory cap.
 
 A per-sandbox cgroup when the host lets this process make one (root, cgroup v1 or v2):

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What bwrap and the init report, and the ``SandboxError`` for each way a launch can
 fail: a spawn the C core could not make (by its stage and errno), a sandbox bwrap could
 not build, a program the init could not start.  Each error names the cause and the fix."""

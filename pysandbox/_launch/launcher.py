@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The one launch path: every public API builds a ``Plan`` and reads the ``Facts``.
 
 This module is the only caller of ``_sandbox.run``.  It owns what every sandbox gets,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The lifeline: how a sandbox learns that its caller died, whoever the caller is.
 
 The caller makes a pipe before it spawns the sandbox.  The read end goes into the

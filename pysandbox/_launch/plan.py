@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The records of one launch: the fd layout inside bwrap, the ``Plan`` an API hands the
 launcher, and the ``Facts`` it gets back (with the init's report).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The host paths a sandbox may read (``readable``): checked when given, then opened once
 at launch without following any symlink, checked again on the open file, and bound from
 that very file (bwrap's ``--ro-bind-fd``).

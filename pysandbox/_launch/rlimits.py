@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The resource limits every sandbox gets whatever the API, and the clamp of a non-root
 caller's limits to its own hard limits."""
 

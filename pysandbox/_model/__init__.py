@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Layer 1, the model: pysandbox's vocabulary and its pure rules.
 
 The records a caller holds (``Limits``, ``File``, ``Result``, ``Status``,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Cancellation: what a caller sets to stop a run, and what a cancelled run raises."""
 
 from __future__ import annotations

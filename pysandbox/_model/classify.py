@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Decide what a finished run means: ``classify`` turns plain facts into a ``Status``.
 
 Pure functions of their arguments: no I/O, no clock, unit-tested without a sandbox.  A

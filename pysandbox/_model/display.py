@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """How results look in IPython and Jupyter: pure functions from a record to text or HTML.
 
 ``Result``, ``ProcessOutput`` and ``SelftestReport`` delegate their ``_repr_pretty_`` and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The exceptions pysandbox raises."""
 
 from __future__ import annotations

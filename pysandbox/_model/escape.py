@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Showing a program's output to people without letting it act on their terminal or CI.
 
 A program's bytes may hold terminal controls (``ESC [8m`` conceals what follows, ``ESC

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``File``: a file's content and whether it is executable, for ``files=`` and back."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The file record stream that carries files into the sandbox and back out.
 
 One record per file, then one end record::

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``Limits``: the resource limits of one ``run``, validated when they are made."""
 
 from __future__ import annotations

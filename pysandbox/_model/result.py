@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The records of a finished run: ``Result`` (with ``FrozenFiles``), ``ProcessOutput``
 and ``SandboxFailure``."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``Check`` and ``SelftestReport``: what ``selftest()`` found, one protection at a time."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``Status``: how a run ended, and the words for an exit code or a signal."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Limits written as text, for people: sizes and times with units, and one row per limit.
 
 Sizes are bytes, or a number with a binary unit: ``K``/``KiB`` = 1024, ``M``/``MiB`` =

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Parsing input that may be hostile: a JSON line of bounded size, nesting and numbers,
 and whole numbers of bounded digits.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """One line that says how a run ended, for people: the command line's last line on
 stderr.  It names the limit that ended the run, so it takes the ``Limits`` too.
 

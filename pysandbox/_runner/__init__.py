@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Layer 6, many calls: the ``Runner``, its concurrency cap, warm pool, ``map`` and engines.
 
 ``Job`` and ``Outcome`` (a run as data and how it ended), the results file and the batch

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``run_batch``: the jobs of a JSON-lines file through one ``Runner``, one outcome line
 per job appended to a ``ResultsFile``; what ``pysandbox batch`` runs.
 

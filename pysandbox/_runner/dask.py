@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``Runner.map(jobs, client=...)``: the jobs on the workers of a Dask cluster.
 
 The caller's side (``map_on_cluster``) submits one task per job, each under a key of its

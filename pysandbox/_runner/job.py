@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``Job``: one run described as data, for ``Runner.map`` and JSON lines.
 
 A job is a program (``argv``) or Python code (``code`` with ``args``) and what it gets:

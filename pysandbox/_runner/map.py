@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``map_jobs``: many jobs through a pool of threads, one outcome per job as each ends
 (or in input order), the jobs read lazily and the memory flat however many there are.
 

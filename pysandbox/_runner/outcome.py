@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``Outcome``: how one job of ``Runner.map`` ended, a ``Result`` or an error."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The progress display of ``Runner.map``: a tqdm bar (``tqdm.auto``: a widget in
 notebooks, text elsewhere) with the count of each verdict after it.
 

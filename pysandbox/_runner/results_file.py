@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``ResultsFile``: the JSON-lines file a batch appends one outcome line to per job, and
 what an earlier run of the same batch left in it (to resume).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``Runner``: what a service or a batch creates once: default limits, readable paths and
 environment, a cap on the sandboxes running at once, and ``map`` for many jobs.
 

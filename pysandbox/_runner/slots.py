@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``Slots``: the concurrency cap of a ``Runner``, a semaphore that can be closed.
 
 Every call of a ``Runner`` holds a ``Ticket`` from the moment it is accepted until its

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """eval_in_sandbox keeps the reference implementation's contract exactly."""
 
 from __future__ import annotations

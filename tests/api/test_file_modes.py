@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Files keep their executable bit: ``File`` in, ``Result.executables`` out.
 
 Real runs, by a root and a non-root caller: a script given executable runs as ``./x``,

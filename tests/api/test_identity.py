@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Sandboxed code never runs as host root, and a non-root caller works too."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Every isolation claim of eval_in_sandbox, attacked for real and checked on the host.
 
 Each test runs code that tries to break out (write to the host, regain privileges, read the

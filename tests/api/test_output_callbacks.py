@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``on_stdout`` and ``on_stderr``: output as it happens, for the sync and async forms.
 
 Every run is real (bwrap, the init, a sandboxed interpreter); the callbacks are the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``pysandbox.run`` and ``run_python`` end to end: statuses, limits, caps, stdin, arguments.
 
 Every status is reached by real code, from Python and from a small C program compiled here

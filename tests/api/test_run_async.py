@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``run_async`` and ``run_python_async``: concurrency, cancellation, a free event loop.
 
 pytest-asyncio is not used: each test drives its own loop with ``asyncio.run``.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Files in and out of ``pysandbox.run`` / ``run_python``, and what ``readable`` shows.
 
 The sandboxed code really plants what an attacker would (symlinks to host files, a FIFO, a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """selftest() really attacks a sandbox here and reports every protection."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Per-sandbox control groups (``pysandbox._cgroups.group``), against the real kernel.
 
 No bwrap: the processes are moved into the group the way the C core's spawn child will

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """cgroup v2's rule on processes, against the real kernel: the base of the sandboxes'
 groups (the caller's own group) gives controllers to its children only once no process
 lives in it, so its processes move into ``pysandbox-callers`` first; a non-root caller

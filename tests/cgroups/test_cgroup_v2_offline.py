@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The cgroup code of both versions, run on any host: discovery on mountinfo samples, and
 the control-file logic on a hierarchy laid out in a temporary directory.
 

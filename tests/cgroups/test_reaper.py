@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``pysandbox._cgroups.reaper.Reaper``: the background clean-up the cgroup layer hands its
 finished groups to (its use there is tested in ``test_cgroup.py``, ``test_launch.py`` and
 ``security/test_caller_death.py``)."""

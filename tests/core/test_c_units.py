@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The C units linked alone and fed hostile input (``tests/core/c``): the capture buffer
 (``src/buffer.c``) and the init's file record streams (``src/init_files.c``), each built by
 ``cc`` with the flags of ``setup.py``'s strict build and run, plain and under

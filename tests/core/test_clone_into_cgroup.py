@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The C core's ``cgroup_dir_fd``: the child is created in a cgroup v2 group by
 ``clone3(CLONE_INTO_CGROUP)``, or joins it through ``cgroup.procs`` where clone3 is
 refused, and never runs outside it.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The C core (pysandbox._sandbox) on its own, with plain programs: its facts and its
 failure modes.  No bwrap needed: these are the invariants the sandbox is built on."""
 

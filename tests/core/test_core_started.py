@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The C core's two-step form: ``_sandbox.start`` gives a ``Sandbox`` that ``pump`` runs
 to its end later (a warm sandbox), or ``kill`` (or dropping it) ends unrun."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The sandbox runs the caller's own interpreter, wherever it lives (issue: any Python)."""
 
 from __future__ import annotations

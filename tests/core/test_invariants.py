@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """One test per invariant of the C core (src/*.c), each of which fails if the invariant breaks.
 
 Fds, children, signals, threads, caps and deadlines: everything the spawn (``spawn.c``) and the

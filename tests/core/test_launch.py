@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The one launch path under both APIs: one caller of the C core, one fd layout, and the
 safety defaults every sandbox gets whichever API asked for it."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The smallest ``processes`` and ``open_files`` that ``Limits`` accepts really start a
 program, in the sandbox that needs the most of them: ``run_python`` with input files
 (three passed descriptors) and output files, as root and as a non-root caller.

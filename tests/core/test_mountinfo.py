@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The one mountinfo parser (``_host/mountinfo.py``) answers as the two it replaced did.
 
 Before the layers, the readable-path check and the cgroup finder each read

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The ``pysandbox`` command line, run as its users run it: the installed console script
 (and ``python -m pysandbox``) in a real subprocess, with real sandboxes."""
 

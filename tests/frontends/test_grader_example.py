@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """examples/grader, run as a teacher runs it: plain pytest in a copy of the directory,
 once for the correct submission and once for a partly wrong and partly hostile one."""
 

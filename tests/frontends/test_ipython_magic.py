@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The ``%%sandbox`` cell magic in a real IPython ``InteractiveShell``: loading it, output
 as it arrives, the verdict, limits, files, the stored result, usage errors, interrupts.
 """

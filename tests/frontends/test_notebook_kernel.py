@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A notebook run end to end through a real Jupyter kernel (ipykernel, driven by nbclient):
 ``%load_ext pysandbox``, a ``%%sandbox`` cell, a kernel interrupt while a sandbox spins,
 and the cells after it.

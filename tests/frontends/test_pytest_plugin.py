@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The pytest plugin, as graders use it: real pytest sessions in subprocesses, loaded
 by the entry point alone, whose tests make real sandboxed runs."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """classify: plain facts about a finished run to (status, returncode, signal)."""
 
 from __future__ import annotations

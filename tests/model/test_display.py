@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Rich reprs: what ``Result``, ``ProcessOutput`` and ``SelftestReport`` look like in IPython
 and Jupyter, from the pure renderers up to a real ``InteractiveShell``'s display formatter.
 """

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The file record stream: strict encoding of the caller's files, hostile-proof decoding."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Objects pickled and serialised by an earlier version still load, and equal what this
 version builds from the same values.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Limits: every field checked when made, and the rlimits derived from it."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The limit options with units: what they accept, what they refuse, and the Limits they
 make.  Pure argparse, no sandbox."""
 

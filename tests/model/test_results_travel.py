@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Results travel: ``pickle``, ``copy``, ``dataclasses.asdict``, JSON, and ``check()``.
 
 Every result here comes from a real sandbox; a grader's view of ``check()`` is checked in a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``benchmarks/bench_runner.py --quick`` runs to the end: every method's jobs pass their
 checks and the report has a line per method, the memory figures and the goal.  The
 figures themselves are not judged: a benchmark is a measurement, not a test."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The habits of a well-kept extension hold: one list of tasks, pre-commit hooks at the
 pinned versions, a changelog, editor rules, typing examples, the design notes and the
 VM lab in the repository.  Each test reads the repository's own files (a checkout, as
@@ -236,6 +237,37 @@ def test_tracked_files_follow_the_editorconfig() -> None:
             if line.startswith("\t") and rules.get("indent_style") != "tab":
                 problems.append(f"{name}:{number}: a tab where .editorconfig says spaces")
     assert not problems, "\n".join(problems[:20])
+
+
+#: The project's own source files, by glob; the grader example's submissions stand for
+#: students' code and carry none.
+SPDX_GLOBS = ("*.py", "*.pyi", "*.c", "*.h", "*.sh", "Makefile", ".ci/run", "lab/guest/*")
+SPDX_LINE = "SPDX-License-Identifier: MIT"
+
+
+def test_every_source_file_names_its_licence_in_an_spdx_line() -> None:
+    """Each source file says its licence (the one of ``pyproject.toml``) in an SPDX line
+    at its top (after a ``#!`` line), so a file copied out of the tree keeps it."""
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, check=False
+    )
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout")
+    assert 'license = "MIT"' in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    checked, missing = 0, []
+    for name in listed.stdout.decode().split("\0"):
+        if not any(
+            fnmatch.fnmatch(name, glob) or fnmatch.fnmatch(Path(name).name, glob)
+            for glob in SPDX_GLOBS
+        ):
+            continue
+        if name.startswith("examples/grader/submissions/"):
+            continue
+        checked += 1
+        head = (ROOT / name).read_text(encoding="utf-8").split("\n")[:2]
+        if not any(SPDX_LINE in line for line in head):
+            missing.append(name)
+    assert checked > 200 and not missing, missing
 
 
 def _public_name(revealed: str) -> str:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The package's shape is a rule, not a habit: seven layers, imports pointing downward.
 
 ``pysandbox/`` holds seven private packages, lowest first (``LAYERS``); each says in its
@@ -257,4 +258,4 @@ def test_one_describe_for_every_test() -> None:
             for node in ast.walk(tree)
             if isinstance(node, ast.FunctionDef) and node.name == "describe"
         ]
-    assert homes == ["tests/support/describe.py:11"]
+    assert homes == ["tests/support/describe.py:12"]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The package is well formed: formatted, typed, buildable from its sdist."""
 
 from __future__ import annotations

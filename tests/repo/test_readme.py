@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The README's Python examples run, in order, and do what they say."""
 
 from __future__ import annotations

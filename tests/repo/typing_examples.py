@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The public API's types, as a user's type checker sees them: ``tests/test_habits.py``
 runs ``mypy --strict`` on this file against the installed package and compares each
 ``reveal_type`` with the ``# R:`` comment on its line.

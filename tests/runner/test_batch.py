@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``pysandbox batch``: the installed console script in a real subprocess, real sandboxes,
 real signals; and ``run_batch`` itself for how far ahead it reads its jobs."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``Runner.map(client=...)`` on real Dask clusters on 127.0.0.1: a ``LocalCluster`` with
 worker processes (under nannies), and a scheduler and workers started with Dask's own
 command-line programs.  Each test watches the sandboxes from the host through a marker

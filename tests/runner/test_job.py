@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``Job`` and ``Outcome`` as data: checked when made, equal after a pickle or a JSON
 round trip, and a malformed dict is refused naming its key (what a batch reports per
 line).  No sandbox runs here but the one whose result an outcome carries."""

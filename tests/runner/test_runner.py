@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``Runner``: the cap holds, the wait is reported apart from the wall time, defaults and
 per-call arguments combine, ``close()`` kills and releases, and threads and asyncio
 tasks share one Runner.  Every run is a real sandbox; the cap is watched from the host,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """``Runner.map``: the cap holds, outcomes come as jobs end or in input order, a failing
 job is an error outcome, jobs are read lazily, leaving the loop (``break``, Ctrl-C)
 kills the running sandboxes, and the tqdm bar counts verdicts.  Real sandboxes, real

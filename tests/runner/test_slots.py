@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The order in which a Runner's slots are given: first come first served, and a map's
 jobs in input order however their threads are scheduled (``pysandbox/_runner/slots.py``)."""
 

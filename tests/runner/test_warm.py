@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Warm sandboxes (``Runner(warm=K)``): started ahead of need, single-use, and exactly
 what a fresh sandbox shows to the code; their limits and clocks count from the moment
 the code is handed over; they die with ``close()`` and with their caller.

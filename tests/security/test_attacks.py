@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The hardening of issue 4, attacked for real through ``run`` and ``run_python``.
 
 Every test runs code that really attacks (bombs, syscalls the filter must refuse, reads of

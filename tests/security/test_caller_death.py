@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Issue 7, items 1 and 9: no process of a sandbox outlives its caller, or its call.
 
 Item 1: a caller that dies (``kill -9``, ``os._exit`` from another thread) while its

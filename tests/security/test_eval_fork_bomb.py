@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """eval_in_sandbox caps processes too: the reference let a fork bomb exhaust the host.
 
 Each test runs for a root and for a non-root caller (fixture ``caller``).  The bomb's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Issue 18 item 10: what the program prints cannot forge the verdict.
 
 The sandboxed program prints an OSC 52 clipboard write, SGR 8 (conceal), a screen clear,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Issue 18, item 9: a full ``/dev/shm`` is a clear error and no leak.
 
 Any local user can fill ``/dev/shm``, where the code files of ``run_python`` and

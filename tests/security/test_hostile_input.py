@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Issue 18 item 8: a hostile job line is one error outcome, never the end of the batch;
 every parser of untrusted or user input fails with its documented error.
 

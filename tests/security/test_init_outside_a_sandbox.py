@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Issue 18, item 11: the init never harms the host outside a sandbox.
 
 ``pysandbox/_init`` is an executable of the installed package.  Its ``kill(-1, SIGKILL)``

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """No kernel budget counted for the whole host or per uid can be exhausted by a sandbox.
 
 Issue 18, item 3.  The sandboxed code spends each budget as far as it can (legacy AIO

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Issue 18 item 7: the files written on the host are only the files asked for.
 
 The sandboxed program leaves what a hostile one would: ``.git/hooks/post-commit`` with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Issue 18 item 1: nothing of the host is reachable through a ``readable`` path.
 
 A read-only bind refuses writes to regular files, but not ``connect()`` to a unix socket

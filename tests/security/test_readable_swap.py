@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Issue 18 item 2: a readable path is bound as it was checked.
 
 A local user who controls a component of a readable path swaps it, over and over,

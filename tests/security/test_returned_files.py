@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Issue 18, item 6: the files a sandbox returns are bounded in number, not only in bytes.
 
 A file costs the caller an entry however small it is: a million hard links of one empty

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Issue 7 item 5: no network means no socket family a network namespace leaves open.
 
 A network namespace isolates only the families that are namespace-aware: ``AF_VSOCK``

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Socket buffers count against the sandbox's memory cap (issue 7, item 4).
 
 The sandboxed code opens many loopback connections in its own network namespace and fills

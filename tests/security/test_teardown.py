@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Issue 18, item 4: a call returns only when its sandbox is gone, however slow the
 teardown, and the sandbox cannot make its own teardown slow.
 

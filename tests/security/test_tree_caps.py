@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """CPU time and memory of the WHOLE sandbox, attacked for real (issue 7, items 2 and 3).
 
 * Children that a parent ignoring ``SIGCHLD`` never reaps, each burning less than one

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Issue 18, item 5: the sandbox's memory is freed by the time the call returns.
 
 192 MiB of memfds held in an ``SCM_RIGHTS`` cycle of unix sockets stayed allocated for

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What tests share: the one home of test helpers (``from support.timing import slow``).
 
 ``tests/`` is on ``sys.path`` (``pythonpath`` in ``pyproject.toml``); no test imports

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Jobs files and results files of ``pysandbox batch`` in tests."""
 
 from __future__ import annotations

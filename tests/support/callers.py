@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Who calls pysandbox: the test process itself, or a non-root process made for the test.
 
 The attack suite runs each attack for both callers (fixture ``caller`` in ``conftest.py``),

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Running the installed ``pysandbox`` command line in tests, and reading its usage errors."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A real Dask cluster on 127.0.0.1 for tests: two worker processes under nannies."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """One account of a ``Result`` for assertion messages, shared by every test."""
 
 from __future__ import annotations

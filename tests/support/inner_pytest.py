@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A real pytest session in a subprocess, independent of the suite that starts it.
 
 The plugin under test is loaded the way users get it: by its ``pytest11`` entry point

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Real mountinfo texts for the offline cgroup tests: Debian 12, this project's hybrid CI
 host, a legacy v1 host."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Finding a test's processes on the host: by a unique marker in their command line, the
 children of a pid, and those that survive a run."""
 

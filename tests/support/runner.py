@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Programs that wait at a gate, and waiting for a condition, for the Runner's tests."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What the tests may assume about time, named once.
 
 The suite must pass on a machine much slower than an idle developer's: a shared CI

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Running the API through a warm Runner, for the tests that prove the code cannot tell.
 
 ``WarmThrough`` has ``eval_in_sandbox`` and ``run_python`` with the module-level

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tap.h: the least of the Test Anything Protocol the C unit tests need:
  * "ok N - what" or "not ok N - what" per check, then the plan "1..N", and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_buffer.c: the capture buffer (src/buffer.c), linked alone: its first
  * heap block and doubling, the move to a huge-page mapping past the heap's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_init_files.c: the init's file record streams (src/init_files.c),
  * linked alone, fed hostile streams: cut at every byte, huge and
