@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Build the C core and the in-sandbox init; all metadata lives in pyproject.toml."""
 
 from __future__ import annotations
@@ -10,8 +11,16 @@ from setuptools.errors import LinkError
 
 SOURCES = [
     "src/module.c",
+    "src/args.c",
+    "src/sandbox_type.c",
+    "src/hooks.c",
+    "src/output.c",
     "src/spawn.c",
+    "src/child.c",
+    "src/clone.c",
     "src/pump.c",
+    "src/streams.c",
+    "src/buffer.c",
     "src/kill.c",
     "src/watchdog.c",
     "src/proctree.c",
@@ -20,7 +29,7 @@ SOURCES = [
     "src/seccomp_filter.c",
     "src/landlock.c",
 ]
-INIT_SOURCES = ["src/init.c", "src/landlock.c"]
+INIT_SOURCES = ["src/init.c", "src/init_files.c", "src/landlock.c"]
 CFLAGS = ["-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden"]
 # The watchdog is a POSIX thread (libpthread on C libraries before glibc 2.34).
 LDFLAGS: list[str] = ["-pthread"]
@@ -65,7 +74,16 @@ setup(
         Extension(
             "pysandbox._sandbox",
             sources=SOURCES,
-            depends=["src/sandbox.h", "src/landlock.h"],
+            depends=[
+                "src/sandbox.h",
+                "src/landlock.h",
+                "src/spawn.h",
+                "src/pump.h",
+                "src/args.h",
+                "src/hooks.h",
+                "src/output.h",
+                "src/sandbox_type.h",
+            ],
             extra_compile_args=CFLAGS,
             extra_link_args=LDFLAGS,
             libraries=["seccomp"],

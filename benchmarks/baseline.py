@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Pure-Python baseline sandbox used as the yardstick in the benchmarks.
 
 It works the way the original pure-Python ``eval_in_sandbox`` does: the code is

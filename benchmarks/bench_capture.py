@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Capturing a flood of stdout: 32 MiB to stdout against the same sandbox writing to /dev/null.
 
 Usage: python benchmarks/bench_capture.py [--quick] [--rounds N] [--mib N]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Core benchmarks: pysandbox.eval_in_sandbox against the pure-Python baseline.
 
 Usage: python benchmarks/bench_core.py [--quick]

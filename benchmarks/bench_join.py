@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What joining a fresh cgroup v2 group costs a spawn: born in it, or moved into it.
 
 Usage: python benchmarks/bench_join.py [--quick] [--gap SECONDS]
@@ -46,7 +47,7 @@ from bench_run import print_ratios
 from measuring import loadavg, quartiles
 
 from pysandbox import _sandbox
-from pysandbox._cgroup_mounts import unescape
+from pysandbox._host.mountinfo import unescape
 
 TRUE_ARGV = ["/bin/true"]
 CAT_CGROUP = ["/bin/cat", "/proc/self/cgroup"]

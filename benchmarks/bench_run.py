@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Latency of pysandbox.run and run_python against bubblewrap and Python started from the shell.
 
 Usage: python benchmarks/bench_run.py [--quick]
@@ -6,8 +7,8 @@ Eight commands are measured in the same run, interleaved call by call (the order
 every round, so no command always runs first or right after another):
 
 * ``pysandbox.run(["/bin/true"])``;
-* the bwrap command line pysandbox builds for that call (``pysandbox._launch.command_line``
-  of the plan ``pysandbox._run.build_plan`` makes for it), run from ``/bin/sh`` with
+* the bwrap command line pysandbox builds for that call (``pysandbox._launch.launcher.command_line``
+  of the plan ``pysandbox._api.run.build_plan`` makes for it), run from ``/bin/sh`` with
   ``exec`` under the same resource limits (``ulimit``), with its status, report and
   files fds sent to ``/dev/null`` and the lifeline's read end from this process, which
   holds the write end as pysandbox's caller does (the init refuses to run without one):
@@ -48,7 +49,13 @@ from collections.abc import Callable, Sequence
 from measuring import interleaved, loadavg, quartiles
 
 import pysandbox
-from pysandbox import Limits, Result, Status, _bwrap, _launch, _run
+from pysandbox import Limits, Result, Status
+from pysandbox._api import run as _run
+from pysandbox._host import programs
+from pysandbox._launch import bwrap as _bwrap
+from pysandbox._launch import failures as _failures
+from pysandbox._launch import launcher as _launch
+from pysandbox._launch import rlimits as _rlimits
 
 SHELL = "/bin/sh"
 TRUE_ARGV = ["/bin/true"]
@@ -209,17 +216,16 @@ def shell_command(argv: list[str], files: dict[str, str]) -> ShellCommand:
 
 def run_argv(limits: Limits) -> list[str]:
     """What ``pysandbox.run(TRUE_ARGV)`` hands to the C core."""
-    plan, _ = _run.build_plan(list(TRUE_ARGV), limits=limits)
+    plan, _ = _run.build_plan(_run.Call(list(TRUE_ARGV), limits=limits))
     return _launch.command_line(plan)
 
 
 def run_python_argv(limits: Limits) -> list[str]:
     """What ``pysandbox.run_python(PYTHON_CODE)`` hands to the C core (the seccomp
     program and the code file are its passed fds)."""
-    python = _bwrap.find_python()
-    plan, _ = _run.build_plan(
-        [python, "-u", _bwrap.MAIN_PATH], limits=limits, code=PYTHON_CODE.encode()
-    )
+    python = programs.find_python()
+    call = _run.Call([python, "-u", _bwrap.MAIN_PATH], limits=limits, code=PYTHON_CODE.encode())
+    plan, _ = _run.build_plan(call)
     return _launch.command_line(plan)
 
 
@@ -227,7 +233,7 @@ def raw_python_argv(python: str) -> list[str]:
     """bwrap with the same sandbox options as pysandbox (namespaces, filter, mounts),
     running ``python -I -c pass`` directly: no init, no cgroup, no Python layer."""
     return [
-        _bwrap.find_bwrap(),
+        programs.find_bwrap(),
         *_bwrap.base_options(python, os.geteuid()),
         python,
         "-I",
@@ -313,7 +319,7 @@ def verify_shell_sandbox(
         with open(os.path.join(out_dir, str(status_fd)), "rb") as f:
             status = _launch.bwrap_report(f.read())
         with open(os.path.join(out_dir, str(report_fd)), "rb") as f:
-            report = _launch.parse_init_report(f.read())
+            report = _failures.parse_init_report(f.read())
     if status.get("exit-code") != 0 or report is None or report.wait_status != 0:
         raise RuntimeError(f"{name}: bwrap reported {status}, the init reported {report}")
 
@@ -365,10 +371,10 @@ def run(settings: Settings) -> None:
     # includes the per-sandbox cgroup, which is part of what run() costs.
     rlimits = [
         r
-        for r in _launch.within_own_limits(limits.rlimits())
+        for r in _rlimits.within_own_limits(limits.rlimits())
         if r[0] != resource.RLIMIT_NPROC and r[0] not in NO_ULIMIT_FLAG
     ]
-    bwrap = _bwrap.find_bwrap()
+    bwrap = programs.find_bwrap()
     print(f"pysandbox: {pysandbox.__version__} from {os.path.dirname(pysandbox.__file__ or '?')}")
     print(f"bwrap:     {bwrap} ({bwrap_version(bwrap)}), caller euid={os.geteuid()}")
     print(f"shell:     {SHELL} -> {os.path.realpath(SHELL)}")
@@ -403,7 +409,7 @@ def run(settings: Settings) -> None:
                 "raw.py",
                 shell_argv(
                     f'exec "$@" {_bwrap.SECCOMP_FD}<{shlex.quote(seccomp_path)}',
-                    raw_python_argv(_bwrap.find_python()),
+                    raw_python_argv(programs.find_python()),
                 ),
                 {},
             ),

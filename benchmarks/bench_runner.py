@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Many short jobs: Runner.map against a hand-written thread pool, the baseline and a cluster.
 
 Usage: python benchmarks/bench_runner.py [--quick] [--jobs N] [--rounds N]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Warm sandboxes against fresh ones and against starting Python with no sandbox at all.
 
 Usage: python benchmarks/bench_warm.py [--quick] [--rounds N]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What the benchmarks share: timing calls in a rotating order, and summing the times up.
 
 Each ``bench_*.py`` is run as a script, so this folder is first on ``sys.path`` and

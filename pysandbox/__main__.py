@@ -1,4 +1,5 @@
-"""``python -m pysandbox``: the ``pysandbox`` command line (``pysandbox._cli``).
+# SPDX-License-Identifier: MIT
+"""``python -m pysandbox``: the ``pysandbox`` command line (``pysandbox._frontends.cli``).
 
 Without arguments it runs the reference implementation's demo program in the sandbox;
 ``python -m pysandbox --selftest`` is ``pysandbox selftest``.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from ._cli import main
+from ._frontends.cli import main
 
 __all__ = ["main"]
 

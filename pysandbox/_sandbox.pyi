@@ -1,5 +1,24 @@
+# SPDX-License-Identifier: MIT
 from collections.abc import Callable, Sequence
 from typing import Protocol, TypedDict
+
+# Where start(), run() or pump() failed: the ``stage`` attribute of the OSError they raise
+# (src/sandbox.h, SBX_STAGES).  Its strerror still begins with the stage's words.
+STAGE_NONE: int
+STAGE_PIPE: int
+STAGE_PASS_FDS: int
+STAGE_STACK: int
+STAGE_CLONE: int
+STAGE_CGROUP_CLONE: int
+STAGE_CGROUP_OPEN: int
+STAGE_SIGNALS: int
+STAGE_PDEATHSIG: int
+STAGE_RLIMIT: int
+STAGE_SCHED: int
+STAGE_CGROUP_JOIN: int
+STAGE_DUP2: int
+STAGE_EXEC: int
+STAGE_RELEASE: int
 
 class _Cancel(Protocol):
     def is_set(self) -> bool: ...

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The pytest plugin for graders: a ``sandbox`` fixture whose runs take their limits from
 the test's ``@pytest.mark.sandbox(...)`` markers and the ``sandbox_*`` ini options, and
 whose every run is attached to the test's report.
@@ -9,7 +10,6 @@ pysandbox that imports pytest: ``import pysandbox`` never does.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import threading
 from collections.abc import Generator, Iterable, Sequence
@@ -17,12 +17,12 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from ._async import run_async, run_python_async
-from ._limits import Limits
-from ._options import LIMIT_OPTIONS
-from ._run import run, run_python
-from ._types import Result, _output_tails
-from ._verdict import describe, size_text
+from ._api.aio import run_async, run_python_async
+from ._api.run import run, run_python
+from ._model.limits import Limits
+from ._model.result import Result, output_tails
+from ._model.units import LIMIT_OPTIONS
+from ._model.verdict import describe, size_text
 
 __all__ = ["SECTION_PREFIX", "Sandbox", "sandbox_report"]
 
@@ -67,10 +67,7 @@ def _parse(name: str, text: str) -> object:
         if word in _TRUE_WORDS or word in _FALSE_WORDS:
             return word in _TRUE_WORDS
         raise ValueError(f"expected true or false, got {text!r}")
-    try:
-        return _PARSERS[name](text)
-    except argparse.ArgumentTypeError as exc:
-        raise ValueError(str(exc)) from None
+    return _PARSERS[name](text)
 
 
 def _base_limits(config: pytest.Config) -> Limits:
@@ -140,7 +137,7 @@ def _section(entry: _Run) -> tuple[str, str]:
         f"{describe(entry.result, limits)}\n"
         f"limits: cpu {limits.cpu_time:g} s, wall {limits.wall_time:g} s, "
         f"memory {size_text(limits.memory)}, processes {limits.processes}\n"
-        f"{_output_tails(entry.result)}\n"
+        f"{output_tails(entry.result)}\n"
     )
     return f"{SECTION_PREFIX} {entry.number}: {entry.what}", text
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The job scripts/test-cgroup-v2.sh runs in the lab's guest, from the project's root.
 #
 # As root it runs the suite and the selftest the way the README tells a root service to

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Fresh machine to demo: OS packages, ./.venv with pysandbox, then `python -m pysandbox`.
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 .venv/bin/python -m pip install -q .

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Print the path of a Python VERSION (e.g. 3.9) interpreter that runs: the newest pyenv
 # build of it, else python3.X on PATH (a pyenv shim only runs the versions pyenv has
 # selected, hence the check).  Exit 1 when there is none.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The C core under AddressSanitizer and UndefinedBehaviorSanitizer: build pysandbox into
 # ./.venv-sanitize with PYSANDBOX_SANITIZE=1 and run the tests that drive the C hardest,
 # with the sanitizer runtimes preloaded (an extension built with ASan only loads into a
@@ -19,11 +20,14 @@ PYSANDBOX_STRICT=1 PYSANDBOX_SANITIZE=1 "$venv/bin/python" -m pip install -q --n
     --force-reinstall --no-deps "$copy"
 "$venv/bin/python" -m pip install -q pytest pytest-xdist
 runtimes="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
-# detect_leaks=0: CPython itself leaks by design at exit; halt on the first report.
+# detect_leaks=0: CPython itself leaks by design at exit; halt on the first report.  The
+# C unit tests (tests/core/test_c_units.py) build their own sanitized programs and run them
+# with leak detection on.
 LD_PRELOAD="$runtimes" \
     ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=1 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     "$venv/bin/pytest" -n auto -q -p no:cacheprovider \
-    tests/test_core.py tests/test_invariants.py tests/test_contract.py tests/test_launch.py \
-    tests/test_run.py tests/test_run_files.py tests/test_run_async.py \
-    tests/test_output_callbacks.py tests/test_core_started.py tests/test_warm.py "$@"
+    tests/core/test_core.py tests/core/test_invariants.py tests/core/test_launch.py \
+    tests/core/test_core_started.py tests/api/test_contract.py tests/api/test_run.py \
+    tests/api/test_run_files.py tests/api/test_run_async.py tests/api/test_output_callbacks.py \
+    tests/runner/test_warm.py tests/core/test_c_units.py "$@"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Sourced by demo.sh and test.sh: install the OS packages that are missing (apt-get,
 # after apt-get update), then create ./.venv.  Works as root (CI, containers) and as a
 # user with sudo.

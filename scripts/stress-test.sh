@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The whole suite N times in a row (default 5) while a CPU hog runs beside it: no test may
 # depend on an idle machine.  The hog is `stress-ng --cpu 2` (installed with apt-get when
 # missing and possible), else two busy-loop shells; it is stopped on any exit.  One

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Print the record of what a change of the code's shape must leave as it is.
 
 Usage: .venv/bin/python scripts/surface.py [--tests] [--wheel] > surface.txt

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The whole test suite and the selftest on a real cgroup v2 + systemd host: a Debian 12
-# guest of the VM lab (../shared/vmlab, see its README), as root in a system service
+# guest of the VM lab (lab/, see lab/README.rst), as root in a system service
 # with the README's unit lines, then as root in a cgroup namespace (a container's view),
 # and as a non-root user in a delegated scope (systemd-run --user --scope -p
 # Delegate=yes).  Every selftest line must be [yes] in each (scripts/cgroup-v2-job.sh).
@@ -10,12 +11,12 @@
 #
 # Arguments go to pytest.  Skips (exit 0, saying why) when the lab is not there or its
 # image is not built: building it needs a Debian mirror and PyPI, so it is never done
-# here (run `bash ../shared/vmlab/build-image.sh` once).  Exit status: the lab's (the
+# here (run `bash lab/build-image.sh` once, as root).  Exit status: the lab's (the
 # root job's when it failed, else the user job's).
 set -uo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
-lab=${VMLAB_DIR:-$repo/../shared/vmlab}
+lab=${VMLAB_DIR:-$repo/lab}
 state=${VMLAB_STATE:-${TMPDIR:-/tmp}/vmlab}
 
 if [ ! -x "$lab/run-in-vm.sh" ] && [ ! -f "$lab/run-in-vm.sh" ]; then

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Fresh machine to green tests: OS packages, ./.venv with pysandbox and the test tools,
 # then the whole suite in parallel (pytest-xdist) with the default python3, and again
 # with the oldest and the newest supported Python when this machine has them (pyenv's,

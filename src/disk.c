@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * disk.c: how many inodes the sandbox's writable tmpfs holds, seen from the
  * host through its init's root.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * init.c: pysandbox's init, the first program bubblewrap runs inside the
  * sandbox.  A standalone executable (not part of the extension module), run
@@ -43,23 +44,15 @@
  * touches nothing.
  *
  * Always sets no_new_privs, so no setuid binary or file capability can give
- * the code more than it has.  File streams are records
- *   'F' u8 mode u32le name_length name u64le data_length data ... 'E' u8 flags
- * (mode bit 0, MODE_EXECUTABLE: in, create the file 0755 rather than 0644;
- * out, its owner-execute bit is set; no other bit is allowed, so no setuid,
- * setgid or sticky bit travels either way.  flags bit 0: some files were left
- * out).  Nothing here trusts the files: they are opened relative to directory
- * fds with O_NOFOLLOW, and only regular files are read, so a planted symlink or
- * FIFO is skipped; the mode reported is that of the open file (fstat).
+ * the code more than it has.  The file streams, their format and their
+ * distrust of the files, are in init_files.c.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
 #include <signal.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <poll.h>
@@ -73,11 +66,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "init_files.h"
 #include "landlock.h"
-
-#define MAX_NAME 4096
-#define MAX_DEPTH 32
-#define MODE_EXECUTABLE 1
 
 struct options {
     int drop;
@@ -107,7 +97,7 @@ static int failure_report_fd = -1;
 static void die(const char *what, const char *detail)
 {
     int saved = errno;
-    char why[MAX_NAME + 256];
+    char why[SBX_MAX_NAME + 256];
     snprintf(why, sizeof why, "%s%s%s: %s", what, detail ? " " : "", detail ? detail : "",
              strerror(saved));
     for (char *c = why; *c != '\0'; c++) {
@@ -279,246 +269,6 @@ static void drop_privileges(const struct options *opt)
         die("setting the parent-death signal", NULL);
 }
 
-/* read_exact: read len bytes; 0 on success, -1 at EOF or error. */
-static int read_exact(int fd, void *buf, size_t len)
-{
-    char *p = buf;
-    while (len > 0) {
-        ssize_t n = read(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-/* write_all: write len bytes; 0 on success, -1 on error. */
-static int write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-/*
- * open_parent: for a relative name "a/b/c", create and open "a/b" under
- * dir_fd (each component a real directory, never a symlink) and return its
- * fd with *leaf pointing at "c".  The caller validated the name.
- */
-static int open_parent(int dir_fd, char *name, char **leaf)
-{
-    int fd = dup(dir_fd);
-    char *component = name, *slash;
-    while (fd >= 0 && (slash = strchr(component, '/')) != NULL) {
-        int next;
-        *slash = '\0';
-        if (mkdirat(fd, component, 0755) != 0 && errno != EEXIST)
-            next = -1;
-        else
-            next = openat(fd, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        *slash = '/';
-        close(fd);
-        fd = next;
-        component = slash + 1;
-    }
-    *leaf = component;
-    return fd;
-}
-
-/*
- * unpack_files: create the input files of the stream on fd under dir_fd,
- * each 0644, or 0755 when its mode byte says executable (less the umask, as
- * for any file the program creates).  Dies on a malformed stream, unknown
- * mode bits included.
- */
-static void unpack_files(int in_fd, int dir_fd)
-{
-    char *name = malloc(MAX_NAME + 1), *buf = malloc(1 << 16);
-    if (name == NULL || buf == NULL)
-        die("unpacking the input files", NULL);
-    for (;;) {
-        unsigned char tag, mode, size_bytes[8], len_bytes[4];
-        uint32_t name_len = 0;
-        uint64_t size = 0;
-        mode_t create_mode;
-        char *leaf;
-        int parent, out, i;
-        if (read_exact(in_fd, &tag, 1) != 0 || tag == 'E')
-            break;
-        if (tag != 'F' || read_exact(in_fd, &mode, 1) != 0 || (mode & ~MODE_EXECUTABLE) != 0 ||
-            read_exact(in_fd, len_bytes, 4) != 0)
-            die("reading the input files", "(malformed stream)");
-        for (i = 3; i >= 0; i--)
-            name_len = name_len << 8 | len_bytes[i];
-        if (name_len == 0 || name_len > MAX_NAME || read_exact(in_fd, name, name_len) != 0 ||
-            read_exact(in_fd, size_bytes, 8) != 0)
-            die("reading the input files", "(malformed stream)");
-        name[name_len] = '\0';
-        for (i = 7; i >= 0; i--)
-            size = size << 8 | size_bytes[i];
-        parent = open_parent(dir_fd, name, &leaf);
-        create_mode = (mode & MODE_EXECUTABLE) ? 0755 : 0644;
-        out = parent < 0
-                  ? -1
-                  : openat(parent, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                           create_mode);
-        if (out < 0)
-            die("creating input file", name);
-        while (size > 0) {
-            size_t chunk = size < (1 << 16) ? (size_t)size : (1 << 16);
-            if (read_exact(in_fd, buf, chunk) != 0 || write_all(out, buf, chunk) != 0)
-                die("writing input file", name);
-            size -= chunk;
-        }
-        close(out);
-        close(parent);
-    }
-    free(name);
-    free(buf);
-    close(in_fd);
-}
-
-/* Where the files of the working directory go, and how much may: `left`
- * bytes of content and `files_left` files; `full` once a file found no room
- * in the count, which ends the walk. */
-struct collector {
-    int out_fd;
-    unsigned long long left;
-    unsigned long long files_left;
-    int left_out;
-    int full;
-    char path[MAX_NAME + 1];
-};
-
-/*
- * emit_file: append one record for the regular file open on fd, whose fstat
- * is *st: its mode byte says whether the owner may execute it, read from the
- * open file, never again through its path.  A file past the count is left
- * out and makes the collector full.
- */
-static void emit_file(struct collector *c, int fd, const struct stat *st)
-{
-    size_t name_len = strlen(c->path), got = 0;
-    unsigned char header[1 + 1 + 4 + 8];
-    char *data;
-    int i;
-    if (c->files_left == 0) {
-        c->left_out = 1;
-        c->full = 1;
-        return;
-    }
-    if ((unsigned long long)st->st_size > c->left) {
-        c->left_out = 1;
-        return;
-    }
-    data = malloc((size_t)st->st_size + 1);
-    if (data == NULL) {
-        c->left_out = 1;
-        return;
-    }
-    while (got < (size_t)st->st_size) {
-        ssize_t n = read(fd, data + got, (size_t)st->st_size - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    header[0] = 'F';
-    header[1] = (st->st_mode & S_IXUSR) ? MODE_EXECUTABLE : 0;
-    for (i = 0; i < 4; i++)
-        header[2 + i] = (unsigned char)(name_len >> (8 * i));
-    for (i = 0; i < 8; i++)
-        header[6 + i] = (unsigned char)((unsigned long long)got >> (8 * i));
-    if (write_all(c->out_fd, header, 6) != 0 || write_all(c->out_fd, c->path, name_len) != 0 ||
-        write_all(c->out_fd, header + 6, 8) != 0 || write_all(c->out_fd, data, got) != 0)
-        c->left_out = 1;
-    c->left -= got;
-    c->files_left--;
-    free(data);
-}
-
-/*
- * collect_dir: stream the regular files under dir_fd (whose relative path is
- * c->path, "" at the top), depth first, never following a symlink and never
- * opening anything but a regular file or a directory; stops as soon as the
- * collector is full, so a million files cost the walk no more than the count.
- * Takes dir_fd.
- */
-static void collect_dir(struct collector *c, int dir_fd, const char *skip, int depth)
-{
-    size_t base = strlen(c->path);
-    DIR *dir = fdopendir(dir_fd);
-    struct dirent *entry;
-    if (dir == NULL) {
-        close(dir_fd);
-        c->left_out = 1;
-        return;
-    }
-    while (!c->full && (entry = readdir(dir)) != NULL) {
-        struct stat st;
-        int fd;
-        if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0)
-            continue;
-        if (depth == 0 && skip != NULL && strcmp(entry->d_name, skip) == 0)
-            continue;
-        if (base + strlen(entry->d_name) + 2 > MAX_NAME) {
-            c->left_out = 1;
-            continue;
-        }
-        snprintf(c->path + base, sizeof c->path - base, "%s%s", base ? "/" : "", entry->d_name);
-        fd = openat(dirfd(dir), entry->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-        if (fd < 0 || fstat(fd, &st) != 0) {
-            /* A symlink (ELOOP) is skipped silently; anything else is noted. */
-            if (errno != ELOOP)
-                c->left_out = 1;
-        } else if (S_ISREG(st.st_mode)) {
-            emit_file(c, fd, &st);
-        } else if (S_ISDIR(st.st_mode) && depth < MAX_DEPTH) {
-            collect_dir(c, fd, skip, depth + 1);
-            fd = -1;
-        } else if (S_ISDIR(st.st_mode)) {
-            c->left_out = 1;
-        }
-        if (fd >= 0)
-            close(fd);
-        c->path[base] = '\0';
-    }
-    closedir(dir);
-}
-
-/* collect_files: the whole stream for --files-out-fd, ended by 'E' flags. */
-static void collect_files(const struct options *opt)
-{
-    struct collector *c = calloc(1, sizeof *c);
-    unsigned char end[2] = {'E', 0};
-    int dir_fd;
-    if (c == NULL)
-        return;
-    c->out_fd = opt->files_out_fd;
-    c->left = opt->files_max;
-    c->files_left = opt->files_count;
-    dir_fd = open(opt->files_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (dir_fd >= 0)
-        collect_dir(c, dir_fd, opt->skip, 0);
-    else
-        c->left_out = 1;
-    end[1] = (unsigned char)(c->left_out ? 1 : 0);
-    write_all(c->out_fd, end, 2);
-    free(c);
-}
-
 /*
  * caller_gone: whether the lifeline shows the caller's death, given what
  * poll found on it (revents).  The caller holds the only write end and never
@@ -653,16 +403,35 @@ static int supervise(const struct options *opt)
                            (long long)usage.ru_utime.tv_sec * 1000000 + usage.ru_utime.tv_usec,
                            (long long)usage.ru_stime.tv_sec * 1000000 + usage.ru_stime.tv_usec,
                            usage.ru_maxrss);
-        write_all(opt->report_fd, line, (size_t)len);
+        sbx_write_all(opt->report_fd, line, (size_t)len);
         close(opt->report_fd);
     }
     if (opt->files_out_fd >= 0 && opt->files_dir != NULL)
-        collect_files(opt);
+        sbx_collect_files(opt->files_out_fd, opt->files_dir, opt->skip, opt->files_max,
+                          opt->files_count);
     if (WIFEXITED(program_status))
         code = WEXITSTATUS(program_status);
     else
         code = 128 + WTERMSIG(program_status);
     return code;
+}
+
+/*
+ * unpack_input: the input files from --files-in-fd into --files-dir, then
+ * the stream closed; dies (exit 127, the failure reported) on any failure.
+ */
+static void unpack_input(const struct options *opt)
+{
+    struct sbx_unpack_failure failure;
+    int dir_fd = open(opt->files_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir_fd < 0)
+        die("opening", opt->files_dir);
+    if (sbx_unpack_files(opt->files_in_fd, dir_fd, &failure) != 0) {
+        errno = failure.err;
+        die(failure.what, failure.detail[0] != '\0' ? failure.detail : NULL);
+    }
+    close(opt->files_in_fd);
+    close(dir_fd);
 }
 
 int main(int argc, char **argv)
@@ -683,13 +452,8 @@ int main(int argc, char **argv)
         die("setting no_new_privs", NULL);
     /* Input files may be larger than the program's RLIMIT_FSIZE: fail, not die. */
     signal(SIGXFSZ, SIG_IGN);
-    if (opt.files_in_fd >= 0 && opt.files_dir != NULL) {
-        int dir_fd = open(opt.files_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (dir_fd < 0)
-            die("opening", opt.files_dir);
-        unpack_files(opt.files_in_fd, dir_fd);
-        close(dir_fd);
-    }
+    if (opt.files_in_fd >= 0 && opt.files_dir != NULL)
+        unpack_input(&opt);
     signal(SIGXFSZ, SIG_DFL);
     if (opt.files_in_fd >= 0)
         fcntl(opt.files_in_fd, F_SETFD, FD_CLOEXEC);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kill.c: ending the sandbox.  Whether bwrap is still our unreaped child,
  * one round of killing (for the pump's loop and for the watchdog, which

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * landlock.c: make every host file the sandbox can see inert for the program.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * landlock.h: the Landlock restriction of the sandboxed program, shared by
  * the init (which applies it) and the extension module (which asks the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * proctree.c: the CPU time of a whole process tree, read from /proc.
  *
@@ -27,7 +28,9 @@
 
 /*
  * read_small_file: read up to size - 1 bytes of path into buf and NUL-
- * terminate.  Returns the length, or -1 (errno set).
+ * terminate.  One read, not read_whole_file's loop: /proc/<pid>/stat comes
+ * whole from one read, and the CPU watcher reads it for every process of
+ * the tree every tick.  Returns the length, or -1 (errno set).
  */
 static ssize_t read_small_file(const char *path, char *buf, size_t size)
 {

@@ -1,9 +1,14 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Internal interface of the pysandbox C core.
  *
  * Plain C only: this header must never include Python.h.  The files that
- * include it (spawn.c, pump.c) therefore cannot touch a Python object, which
- * is what makes it safe to run them in a vfork child and without the GIL.
+ * include it and not Python.h (all but the module's Python face, which
+ * tests/test_packaging.py names) therefore cannot touch a Python object,
+ * which is what makes it safe to run them in a vfork child and without the
+ * GIL.  Each block of prototypes says which file defines it; the spawn's,
+ * the pump's and the init's own interfaces are in spawn.h, pump.h and
+ * init_files.h.
  */
 #ifndef PYSANDBOX_SANDBOX_H
 #define PYSANDBOX_SANDBOX_H
@@ -81,22 +86,38 @@ struct sbx_child {
     int cgroup_joined_at_clone;        /* clone3 created it in spec->cgroup_dir_fd's group */
 };
 
-/* Where a spawn failed; reported with the errno of the failing call. */
+/*
+ * Where starting or running a sandbox failed, each with the words its
+ * OSError's strerror begins with (sbx_stage_name).  A failed spawn reports
+ * one with the errno of the failing call; RELEASE is pump()'s (giving up a
+ * warm sandbox's code file lease).  The module raises the OSError with the
+ * stage as its `stage` attribute and exposes each as _sandbox.STAGE_<NAME>
+ * (module.c), so Python tells stages apart by number, never by the words.
+ * New stages go at the end: the numbers are the interface.
+ */
+#define SBX_STAGES(X)                                                                              \
+    X(NONE, "spawn")                                                                               \
+    X(PIPE, "creating pipes")                                                                      \
+    X(PASS_FDS, "duplicating pass_fds")                                                            \
+    X(STACK, "allocating the child stack")                                                         \
+    X(CLONE, "clone")                                                                              \
+    X(CGROUP_CLONE, "joining the sandbox's cgroup at clone")                                       \
+    X(CGROUP_OPEN, "opening the sandbox's cgroup.procs")                                           \
+    X(SIGNALS, "resetting signals in the child")                                                   \
+    X(PDEATHSIG, "prctl(PR_SET_PDEATHSIG) in the child")                                           \
+    X(RLIMIT, "setrlimit in the child")                                                            \
+    X(SCHED, "leaving a real-time scheduling policy in the child")                                 \
+    X(CGROUP_JOIN, "joining the sandbox's cgroup in the child")                                    \
+    X(DUP2, "dup2 in the child")                                                                   \
+    X(EXEC, "execve")                                                                              \
+    X(RELEASE, "giving up the code file's lease")
+
 enum sbx_stage {
-    SBX_STAGE_NONE = 0,
-    SBX_STAGE_PIPE,
-    SBX_STAGE_PASS_FDS,
-    SBX_STAGE_STACK,
-    SBX_STAGE_CLONE,
-    SBX_STAGE_CGROUP_CLONE,
-    SBX_STAGE_CGROUP_OPEN,
-    SBX_STAGE_SIGNALS,
-    SBX_STAGE_PDEATHSIG,
-    SBX_STAGE_RLIMIT,
-    SBX_STAGE_SCHED,
-    SBX_STAGE_CGROUP,
-    SBX_STAGE_DUP2,
-    SBX_STAGE_EXEC,
+#define SBX_STAGE_ENUM(name, words) SBX_STAGE_##name,
+    SBX_STAGES(SBX_STAGE_ENUM)
+#undef SBX_STAGE_ENUM
+    /* Not a stage: how many there are. */
+    SBX_STAGE_COUNT
 };
 
 struct sbx_spawn_error {
@@ -104,9 +125,11 @@ struct sbx_spawn_error {
     int err;
 };
 
+/* spawn.c: the spawn, and closing the fds it made; any thread, no GIL. */
 const char *sbx_stage_name(int stage);
-
 int sbx_spawn(const struct sbx_spec *spec, struct sbx_child *child, struct sbx_spawn_error *error);
+void sbx_close_fd(int *fd);
+void sbx_child_close_fds(struct sbx_child *child);
 
 /*
  * A growable byte buffer owned by whoever initialised it (all zero: empty).
@@ -124,6 +147,10 @@ struct sbx_buffer {
     int external;
 };
 
+/* A buffer's first block, and the pump's largest read or write of the scratch. */
+#define SBX_CHUNK_SIZE (64 * 1024)
+
+/* buffer.c: the buffer's owner only; no GIL. */
 void sbx_buffer_free(struct sbx_buffer *buf);
 int sbx_buffer_reserve(struct sbx_buffer *buf, size_t extra, size_t limit);
 int sbx_buffer_append(struct sbx_buffer *buf, const char *data, size_t len);
@@ -199,7 +226,8 @@ struct sbx_outcome {
 
 enum { SBX_PUMP_DONE = 0, SBX_PUMP_ABORTED = 1, SBX_PUMP_FAILED = -1 };
 
-void sbx_child_close_fds(struct sbx_child *child);
+/* pump.c: the loop, and its clock; no GIL. */
+double sbx_monotonic(void);
 int sbx_pump(struct sbx_child *child, struct sbx_input *input, const struct sbx_pump_config *config,
              struct sbx_outcome *outcome, double started);
 
@@ -249,24 +277,31 @@ struct sbx_watch_report {
     double cpu_used;
 };
 
+/* watchdog.c: the pump's thread only. */
 int sbx_watchdog_start(struct sbx_watchdog *w, struct sbx_child *child,
                        const struct sbx_pump_config *config, double deadline);
 void sbx_watchdog_arm(struct sbx_watchdog *w);
 void sbx_watchdog_disarm(struct sbx_watchdog *w, struct sbx_watch_report *report);
 void sbx_watchdog_stop(struct sbx_watchdog *w);
 
-double sbx_monotonic(void);
+/* proctree.c: the process tree and the cgroup from /proc; any thread, no GIL. */
 double sbx_tree_cpu_seconds(pid_t root);
 double sbx_cgroup_cpu_seconds(int fd);
 double sbx_sandbox_cpu_seconds(pid_t root, int cgroup_cpu_fd);
+size_t sbx_kill_children(pid_t parent);
+int sbx_pin_child(pid_t parent, pid_t *pid);
+int sbx_same_as_ours(pid_t pid, const char *entry, const char *ours);
+
+/* disk.c: the sandbox's tmpfs; any thread, no GIL. */
 long long sbx_sandbox_inodes(struct sbx_child *child, const char *dir);
+
+/* unixgc.c: the kernel's unix garbage collector; any thread, no GIL. */
 int sbx_collect_unix_garbage(int list_fd);
 int sbx_unix_gc_pass(void);
 int sbx_open_unix_list(pid_t init_pid, int init_pidfd);
 int sbx_unix_sockets_left(int fd);
-size_t sbx_kill_children(pid_t parent);
-int sbx_pin_child(pid_t parent, pid_t *pid);
-int sbx_same_as_ours(pid_t pid, const char *entry, const char *ours);
+
+/* seccomp_filter.c: the syscall filter as BPF; any thread, no GIL. */
 int sbx_seccomp_program(char **program, size_t *length);
 
 #endif

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * seccomp_filter.c: the syscall filter every sandbox runs under, built with
  * libseccomp for the machine's own architecture and exported as a classic

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * unixgc.c: having the kernel's unix garbage collector free what a sandbox
  * left in flight, before the call returns.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * watchdog.c: the limits hold while a hook runs.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Shared fixtures.  The suite runs the real thing: real bwrap, namespaces and limits."""
 
 from __future__ import annotations
@@ -13,12 +14,11 @@ import sys
 import sysconfig
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from callers import (
+from support.callers import (
     Caller,
     DriverCaller,
     InProcessCaller,
@@ -26,7 +26,7 @@ from callers import (
     processes_of,
     reserved_uids,
 )
-from helpers import slow
+from support.timing import slow
 
 import pysandbox
 
@@ -67,68 +67,6 @@ def _outside_the_source_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     """Run each test, and the interpreters it starts, in a scratch directory: from the
     repository root, ``python -c`` would import the uncompiled source package."""
     monkeypatch.chdir(tmp_path)
-
-
-def children_of(pid: int) -> list[int]:
-    """Pids (zombies included) whose parent is ``pid``, read from /proc/*/stat."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat:
-                # The command name may hold spaces and parentheses: split after the last ')'.
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(entry))
-    return found
-
-
-def unique_marker() -> str:
-    """A string no other process has in its command line."""
-    return f"pysandbox-marker-{uuid.uuid4().hex}"
-
-
-def pids_with_marker(marker: str, *, bwrap: bool = True) -> list[int]:
-    """Pids of every live process whose command line contains ``marker``; without
-    bwrap's own processes (whose argv holds the program's) when ``bwrap`` is false."""
-    needle = marker.encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                if needle not in cmdline.read():
-                    continue
-            with open(f"/proc/{entry}/comm", "rb") as comm:
-                if not bwrap and comm.read().strip() == b"bwrap":
-                    continue
-        except OSError:
-            continue
-        found.append(int(entry))
-    return found
-
-
-def survivors(marker: str, within: float = 2.0, *, bwrap: bool = True) -> list[int]:
-    """Processes with ``marker`` still alive after polling up to ``within`` seconds
-    (bwrap's own processes left out when ``bwrap`` is false).
-
-    Survivors are recorded, then every process with the marker is SIGKILLed by pid (this
-    test started them), so a failing run leaves nothing behind.
-    """
-    deadline = time.monotonic() + within
-    while True:
-        pids = pids_with_marker(marker, bwrap=bwrap)
-        if not pids or time.monotonic() >= deadline:
-            break
-        time.sleep(0.02)
-    for pid in pids_with_marker(marker):
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-    return pids
 
 
 def _system_python_like_ours() -> str | None:

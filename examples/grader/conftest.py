@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The grader's machinery: which submission to grade, how many points each test is
 worth, and a Gradescope-style results.json at the end of the session.
 

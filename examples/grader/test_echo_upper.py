@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """echo_upper.py, a program that reads standard input: run against several inputs."""
 
 from __future__ import annotations

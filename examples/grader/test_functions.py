@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """solution.py, case by case: each case calls one of the student's functions in a fresh
 sandbox and compares what it returned."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """sum.c: compiled with gcc inside the sandbox, then run against several inputs.
 
 gcc gets limits of its own (explicit limits win over the ini options); the program runs

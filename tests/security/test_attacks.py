@@ -1,15 +1,16 @@
+# SPDX-License-Identifier: MIT
 """The hardening of issue 4, attacked for real through ``run`` and ``run_python``.
 
 Every test runs code that really attacks (bombs, syscalls the filter must refuse, reads of
 the caller's secrets, planted links, a setuid binary...) and then checks ON THE HOST that
 nothing happened: the host can still fork, no process of the sandbox is left, host files
-and processes are untouched, host listeners saw nobody.  ``tests/test_isolation.py``
+and processes are untouched, host listeners saw nobody.  ``tests/api/test_isolation.py``
 covers ``eval_in_sandbox``; this suite covers what it does not (the general API, the
 caps per sandbox, the syscall filter) and does not repeat it.
 
 Each attack runs twice, from a root caller and from a non-root one (fixture ``caller``,
 ``tests/callers.py``), with the same host-side checks.  Where the security model differs
-for a non-root caller by design (README, "Security model"; ``pysandbox/_confine.py``:
+for a non-root caller by design (README, "Security model"; ``pysandbox/_launch/confine.py``:
 no cgroup, so no total memory cap and a process cap per uid; the sandbox runs as the
 caller's uid in a user namespace), the test says so and checks what holds instead.
 
@@ -36,13 +37,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
-from callers import Caller
-from conftest import pids_with_marker
-from helpers import ATTEMPT_SOURCE, SYSCALL_SOURCE, cpu_overshoot, slow
+from support.callers import Caller
+from support.describe import describe
+from support.processes import pids_with_marker
+from support.timing import ATTEMPT_SOURCE, SYSCALL_SOURCE, cpu_overshoot, slow
 
 from pysandbox import Limits, Result, Status
-from pysandbox._bwrap import SANDBOX_ID_BASE
-from pysandbox._readable import landlock_abi
+from pysandbox._launch.bwrap import SANDBOX_ID_BASE
+from pysandbox._launch.readable import landlock_abi
 
 MiB = 2**20
 NOBODY = 65534
@@ -151,14 +153,6 @@ def attack_ok(caller: Caller, code: str, **options: object) -> dict[str, object]
     result, report = attack(caller, code, **options)  # type: ignore[arg-type]
     assert result.status is Status.OK, describe(result)
     return report
-
-
-def describe(result: Result) -> str:
-    return (
-        f"{result.status} rc={result.returncode} signal={result.signal} "
-        f"cpu={result.cpu_time:.2f} wall={result.wall_time:.2f} rss={result.max_rss} "
-        f"stdout={result.stdout[-1500:]!r} stderr={result.stderr[-1500:]!r}"
-    )
 
 
 def succeeded(report: Mapping[str, object]) -> dict[str, object]:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Issue 7, items 1 and 9: no process of a sandbox outlives its caller, or its call.
 
 Item 1: a caller that dies (``kill -9``, ``os._exit`` from another thread) while its
@@ -29,14 +30,14 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
-from conftest import pids_with_marker, unique_marker
-from helpers import slow
+from support.processes import pids_with_marker, unique_marker
+from support.timing import slow
 
 from pysandbox import eval_in_sandbox, run, run_python
-from pysandbox._cgroup import PARENT
-from pysandbox._cgroup import drain as cgroup_drain
-from pysandbox._cgroup import probe as cgroup_probe
-from pysandbox._cgroup_mounts import discover
+from pysandbox._cgroups.mounts import discover
+from pysandbox._cgroups.node import PARENT
+from pysandbox._cgroups.probe import probe as cgroup_probe
+from pysandbox._cgroups.sweep import drain as cgroup_drain
 
 IS_ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not IS_ROOT, reason="the caller is not root here")
@@ -307,7 +308,7 @@ def test_the_program_holds_no_lifeline(api: str) -> None:
 #: A caller that makes a group, puts a sleeping child in it, and waits.
 GROUP_HOLDER = """
 import os, time
-from pysandbox._cgroup import SandboxCgroup
+from pysandbox._cgroups.group import SandboxCgroup
 with SandboxCgroup(processes=8, memory=None) as group:
     child = os.fork()
     if child == 0:

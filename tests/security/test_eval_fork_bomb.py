@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """eval_in_sandbox caps processes too: the reference let a fork bomb exhaust the host.
 
 Each test runs for a root and for a non-root caller (fixture ``caller``).  The bomb's
@@ -14,9 +15,9 @@ import threading
 import time
 import uuid
 
-from callers import Caller
-from conftest import pids_with_marker
-from helpers import slow
+from support.callers import Caller
+from support.processes import pids_with_marker
+from support.timing import slow
 
 from pysandbox import ProcessOutput
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Issue 18 item 10: what the program prints cannot forge the verdict.
 
 The sandboxed program prints an OSC 52 clipboard write, SGR 8 (conceal), a screen clear,
@@ -17,12 +18,12 @@ import time
 from pathlib import Path
 
 import pytest
-from callers import Caller
-from helpers import slow
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from inner_pytest import run_pytest
-from test_cli import SCRIPT, cli
+from support.callers import Caller
+from support.cli import SCRIPT, cli
+from support.inner_pytest import run_pytest
+from support.timing import slow
 
 from pysandbox import Limits, SandboxFailure
 
@@ -120,7 +121,7 @@ def test_to_a_pipe_the_output_stays_byte_exact() -> None:
 @settings(max_examples=500, deadline=None)
 @given(st.text())
 def test_escaped_text_holds_no_control_character_but_newline_and_tab(text: str) -> None:
-    from pysandbox._escape import escape_report
+    from pysandbox._model.escape import escape_report
 
     for char in escape_report(text):
         assert char in "\n\t" or not (

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Issue 18, item 9: a full ``/dev/shm`` is a clear error and no leak.
 
 Any local user can fill ``/dev/shm``, where the code files of ``run_python`` and
@@ -28,9 +29,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from callers import Caller
+from support.callers import Caller
 
-from pysandbox import _codefile
+from pysandbox._host import owners
+from pysandbox._launch import codefile as _codefile
 
 #: Run as root in the new mount namespace: refuses unless it really is another than the
 #: test process's (whose inode number comes first), mounts the tiny tmpfs over /dev/shm,
@@ -223,7 +225,7 @@ def test_the_sweep_removes_what_a_dying_caller_left_unowned(tmp_path: Path) -> N
     ]
     fresh = [_private_directory(tmp_path, owner, age=0) for owner in (b"", None)]
     alive = _private_directory(
-        tmp_path, _codefile._identity(os.getpid()).encode(), age=_codefile.UNOWNED_GRACE + 5
+        tmp_path, owners.identity(os.getpid()).encode(), age=_codefile.UNOWNED_GRACE + 5
     )
     _codefile._sweep(str(tmp_path))
     assert [path for path in stale if path.exists()] == []

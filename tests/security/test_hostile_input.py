@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Issue 18 item 8: a hostile job line is one error outcome, never the end of the batch;
 every parser of untrusted or user input fails with its documented error.
 
@@ -12,7 +13,6 @@ resumes; also on a real LocalCluster), ``Job.from_dict`` and ``Outcome.from_dict
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import time
@@ -21,13 +21,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from inner_pytest import run_pytest
-from test_batch import by_id, summary
-from test_cli import assert_usage_error, cli
+from support.batch import by_id, summary
+from support.cli import assert_usage_error, cli
+from support.inner_pytest import run_pytest
 
 from pysandbox import Job, Outcome
-from pysandbox._options import parse_count, parse_seconds, parse_size
-from pysandbox._results_file import ResultsFile, ResultsFileError
+from pysandbox._model.units import parse_count, parse_seconds, parse_size
+from pysandbox._runner.results_file import ResultsFile, ResultsFileError
 
 DEEP = b"[" * 10**5 + b"]" * 10**5
 BIG = "9" * 400
@@ -66,7 +66,7 @@ def _job_or_error(data: object) -> None:
 
 @pytest.mark.parametrize("line", LINES, ids=range(len(LINES)))
 def test_each_hostile_line_is_refused_by_the_parser_or_by_from_dict(line: bytes) -> None:
-    from pysandbox._untrusted import loads
+    from pysandbox._model.untrusted import loads
 
     try:
         data = loads(line, max_bytes=2**20)
@@ -81,7 +81,7 @@ def test_the_pre_scan_is_linear_on_strings_of_quotes_and_backslashes() -> None:
     """A backtracking string pattern took hours on these (every quote a new start that
     scans to the end); each is one pass (a tenth of a second idle; the bound is for a
     loaded machine)."""
-    from pysandbox._untrusted import loads
+    from pysandbox._model.untrusted import loads
 
     for hostile in [b'"\\' * 500_000, b'"' * 10**6, b'["\\"]' * 200_000]:
         started = time.monotonic()
@@ -151,7 +151,7 @@ def test_outcome_from_dict_of_anything_is_an_outcome_or_a_value_error(
     | st.text(max_size=200).map(lambda t: t.encode("utf-8", "surrogatepass"))
 )
 def test_loads_of_any_bytes_is_a_value_or_a_value_error(line: bytes) -> None:
-    from pysandbox._untrusted import loads
+    from pysandbox._model.untrusted import loads
 
     with contextlib.suppress(ValueError):
         _job_or_error(loads(line, max_bytes=2**20))
@@ -159,9 +159,9 @@ def test_loads_of_any_bytes_is_a_value_or_a_value_error(line: bytes) -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=60) | st.sampled_from(VALUES))
-def test_option_parsers_raise_only_argument_type_error(text: str) -> None:
+def test_option_parsers_raise_only_value_error(text: str) -> None:
     for parse in (parse_size, parse_seconds, parse_count(3)):
-        with contextlib.suppress(argparse.ArgumentTypeError):
+        with contextlib.suppress(ValueError):
             parse(text)
 
 
@@ -239,10 +239,10 @@ def test_a_batch_with_hostile_lines_gives_every_outcome_and_a_rerun_resumes(
 
 
 def test_a_batch_with_hostile_lines_on_a_cluster(tmp_path: Path) -> None:
-    from test_dask import _local_cluster
+    from support.dask_cluster import local_cluster
 
     jobs, results = _hostile_batch(tmp_path), tmp_path / "results.jsonl"
-    with _local_cluster() as client:
+    with local_cluster() as client:
         address = client.scheduler.address
         done = cli("batch", str(jobs), "--out", str(results), "--scheduler", address)
     assert done.returncode == 0, done.stderr
@@ -253,7 +253,7 @@ def test_a_batch_with_hostile_lines_on_a_cluster(tmp_path: Path) -> None:
 def test_a_line_past_the_cap_is_one_line_and_costs_the_cap() -> None:
     import io
 
-    from pysandbox._untrusted import bounded_lines, loads
+    from pysandbox._model.untrusted import bounded_lines, loads
 
     stream = io.BytesIO(b'{"python": "1"}\n' + b"x" * 10_000 + b'\n{"python": "2"}')
     lines = list(bounded_lines(stream, 100))

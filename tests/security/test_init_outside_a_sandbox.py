@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Issue 18, item 11: the init never harms the host outside a sandbox.
 
 ``pysandbox/_init`` is an executable of the installed package.  Its ``kill(-1, SIGKILL)``
@@ -22,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from callers import processes_of
+from support.callers import processes_of
 
 import pysandbox
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Only the interpreter is visible; ``readable`` never shows the host's kernel interfaces.
 
 The sandbox shows the caller's interpreter at its own paths, but only what the interpreter

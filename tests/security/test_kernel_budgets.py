@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """No kernel budget counted for the whole host or per uid can be exhausted by a sandbox.
 
 Issue 18, item 3.  The sandboxed code spends each budget as far as it can (legacy AIO
@@ -10,7 +11,7 @@ an AIO context, an inotify instance, a message queue and a timer, must find no l
 any of those files, take an exclusive lock on each, and write the database.
 
 The mechanisms (``src/seccomp_filter.c``: the calls refused as on a kernel without
-them, the locks that succeed without being taken; ``pysandbox/_launch.py``'s
+them, the locks that succeed without being taken; ``pysandbox/_launch/rlimits.py``'s
 ``ALWAYS_RLIMITS``) are in the README's "Kernel budgets".
 """
 
@@ -25,11 +26,11 @@ import threading
 from pathlib import Path
 
 import pytest
-from callers import Caller, run_installed
-from helpers import SYSCALL_SOURCE, slow
+from support.callers import Caller, run_installed
+from support.timing import SYSCALL_SOURCE, slow
 
 from pysandbox import Limits, Result, Status
-from pysandbox._launch import MEMLOCK_BOUND, RTTIME_BOUND, SIGPENDING_BOUND
+from pysandbox._launch.rlimits import MEMLOCK_BOUND, RTTIME_BOUND, SIGPENDING_BOUND
 
 #: A file of the system that every sandbox sees.
 SYSTEM_FILE = os.path.realpath("/usr/lib/os-release")

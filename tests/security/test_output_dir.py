@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Issue 18 item 7: the files written on the host are only the files asked for.
 
 The sandboxed program leaves what a hostile one would: ``.git/hooks/post-commit`` with
@@ -17,10 +18,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from callers import Caller
-from test_cli import SCRIPT, TIMEOUT, assert_usage_error, cli
+from support.callers import Caller
+from support.cli import SCRIPT, TIMEOUT, assert_usage_error, cli
 
-from pysandbox._output_dir import OutputDirError, prepare, write_files
+from pysandbox._frontends.output_dir import OutputDirError, prepare, write_files
 
 HOSTILE = """
 import os

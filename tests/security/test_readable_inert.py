@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Issue 18 item 1: nothing of the host is reachable through a ``readable`` path.
 
 A read-only bind refuses writes to regular files, but not ``connect()`` to a unix socket
@@ -32,9 +33,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from callers import Caller
-from conftest import pids_with_marker, unique_marker
-from helpers import ATTEMPT_SOURCE, slow
+from support.callers import Caller
+from support.processes import pids_with_marker, unique_marker
+from support.timing import ATTEMPT_SOURCE, slow
 
 from pysandbox import Limits, Result, Status
 
@@ -321,7 +322,7 @@ def test_job_readable_reaches_no_host_socket_or_fifo(caller: Caller, trap: Trap)
 CLI = """
 import sys
 sys.path.insert(0, sys.argv[1])
-from pysandbox._cli import main
+from pysandbox._frontends.cli import main
 sys.exit(main(sys.argv[2:]))
 """
 
@@ -419,7 +420,8 @@ def test_without_landlock_a_readable_directory_is_refused(
     """Where the kernel has no Landlock (forced here by replacing the probe: this tests
     the refusal, not the safety), a readable directory raises ``SandboxError`` naming the
     cause and the fix before anything runs; a regular file is still fine."""
-    from pysandbox import SandboxError, _readable, run
+    from pysandbox import SandboxError, run
+    from pysandbox._launch import readable as _readable
 
     monkeypatch.setattr(_readable, "landlock_abi", lambda: 0)
     with pytest.raises(SandboxError, match=r"no Landlock.*lsm="):
@@ -458,11 +460,13 @@ def test_the_program_never_runs_unconfined_when_landlock_fails(
     """Fail closed: when the init cannot build the Landlock domain it was told to (here a
     writable place that does not exist in the sandbox), the program does not run and the
     call raises ``SandboxError`` naming the cause."""
-    from pysandbox import SandboxError, _launch, run
+    from pysandbox import SandboxError, run
+    from pysandbox._launch import launcher as _launch
+    from pysandbox._launch.plan import Plan
 
     real = _launch._landlock_options
 
-    def broken(plan: _launch.Plan) -> list[str]:
+    def broken(plan: Plan) -> list[str]:
         return [*real(plan), "--landlock-write", "/no/such/place"]
 
     monkeypatch.setattr(_launch, "_landlock_options", broken)

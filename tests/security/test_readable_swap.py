@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Issue 18 item 2: a readable path is bound as it was checked.
 
 A local user who controls a component of a readable path swaps it, over and over,
@@ -19,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from callers import Caller
+from support.callers import Caller
 
 from pysandbox import Limits, SandboxError, Status
 

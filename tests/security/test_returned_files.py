@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Issue 18, item 6: the files a sandbox returns are bounded in number, not only in bytes.
 
 A file costs the caller an entry however small it is: a million hard links of one empty
@@ -12,11 +13,13 @@ process grew by.
 from __future__ import annotations
 
 import pytest
-from callers import Caller
+from support.callers import Caller
 
-from pysandbox import Limits, Status, _launch, _run
-from pysandbox._files import decode_files, stream_cap
-from pysandbox._verdict import describe
+from pysandbox import Limits, Status
+from pysandbox._api import run as _run
+from pysandbox._launch import launcher as _launch
+from pysandbox._model.filestream import decode_files, stream_cap
+from pysandbox._model.verdict import describe
 
 #: Files past the cap that each attack makes.
 EXTRA = 200
@@ -63,7 +66,7 @@ def test_the_init_stops_sending_at_the_count() -> None:
     cap = 300
     limits = Limits(wall_time=120, cpu_time=60, files_out_count=cap)
     program, code = _run.python_program(MAKE_FILES, ["links", str(20 * cap)])
-    plan, _ = _run.build_plan(program, limits=limits, code=code)
+    plan, _ = _run.build_plan(_run.Call(program, limits=limits, code=code))
     facts = _launch.launch(plan)
     stream = facts.captures[0]
     assert not facts.captures_truncated[0]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Issue 7 item 5: no network means no socket family a network namespace leaves open.
 
 A network namespace isolates only the families that are namespace-aware: ``AF_VSOCK``
@@ -24,9 +25,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
-from callers import run_unprivileged
+from support.callers import run_unprivileged
+from support.describe import describe
 
-from pysandbox import Limits, Result, Status, eval_in_sandbox, run_python
+from pysandbox import Limits, Status, eval_in_sandbox, run_python
 
 #: Each refused family, as ``(number, socket type, protocol)``: the type and protocol a
 #: real program would use, so that without the filter the kernel would get that far.
@@ -122,13 +124,6 @@ def last_json(text: str) -> dict[str, object]:
     report = json.loads(lines[-1])
     assert isinstance(report, dict)
     return report
-
-
-def describe(result: Result) -> str:
-    return (
-        f"{result.status} rc={result.returncode} "
-        f"stdout={result.stdout[-1500:]!r} stderr={result.stderr[-1500:]!r}"
-    )
 
 
 def run_report(code: str, **params: object) -> dict[str, object]:

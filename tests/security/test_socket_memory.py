@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Socket buffers count against the sandbox's memory cap (issue 7, item 4).
 
 The sandboxed code opens many loopback connections in its own network namespace and fills
@@ -45,12 +46,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
-from conftest import pids_with_marker, unique_marker
+from support.describe import describe
+from support.processes import pids_with_marker, unique_marker
 
 from pysandbox import Limits, Result, Status, eval_in_sandbox, run_python
-from pysandbox._cgroup import probe as cgroup_probe
-from pysandbox._cgroup_mounts import discover
-from pysandbox._eval import OPEN_FILES
+from pysandbox._api.eval import OPEN_FILES
+from pysandbox._cgroups.mounts import discover
+from pysandbox._cgroups.probe import probe as cgroup_probe
 
 MiB = 2**20
 #: A cap far below what the attacks hold without it (about 385 MB for TCP here).
@@ -275,13 +277,6 @@ def held_so_far(stdout: str) -> int:
     return sum(last.values())
 
 
-def describe(result: Result, seen: dict[str, object]) -> str:
-    return (
-        f"{result.status} rc={result.returncode} signal={result.signal} seen={seen} "
-        f"stdout={result.stdout[-500:]!r} stderr={result.stderr[-1500:]!r}"
-    )
-
-
 def test_tcp_buffers_are_capped() -> None:
     """Connections that could hold four times the cap (40 here, where they could hold
     about 385 MB) hold at most the cap, by the rule of the cgroup version."""
@@ -290,39 +285,39 @@ def test_tcp_buffers_are_capped() -> None:
     result, seen = flood(TCP_FLOOD, str(connections), str(BUFFER), "0", limits=limits)
     most = tcp_bound(CAP, connections)
     sampled = seen["max"]
-    assert isinstance(sampled, int), describe(result, seen)
+    assert isinstance(sampled, int), describe(result, seen=seen)
     assert sampled <= most, (
         f"the sandbox held {sampled // MiB} MiB in socket buffers, past its cap of "
-        f"{CAP // MiB} MiB and the slack: {describe(result, seen)}"
+        f"{CAP // MiB} MiB and the slack: {describe(result, seen=seen)}"
     )
     if result.status is Status.MEMORY_EXCEEDED:
         # cgroup v2's way: the group's OOM killer ended the flood at the cap, after the
         # buffers had filled at least half of it (the flood's last word).
-        assert memory_version() == 2, describe(result, seen)
-        assert result.signal == signal.SIGKILL, describe(result, seen)
-        assert held_so_far(result.stdout.decode()) >= CAP // 2, describe(result, seen)
+        assert memory_version() == 2, describe(result, seen=seen)
+        assert result.signal == signal.SIGKILL, describe(result, seen=seen)
+        assert held_so_far(result.stdout.decode()) >= CAP // 2, describe(result, seen=seen)
         return
-    assert result.status is Status.OK, describe(result, seen)
+    assert result.status is Status.OK, describe(result, seen=seen)
     report, queued = seen.get("report"), seen.get("queued")
-    assert isinstance(report, dict) and isinstance(queued, int), describe(result, seen)
-    assert report["refused"] == {}, describe(result, seen)
+    assert isinstance(report, dict) and isinstance(queued, int), describe(result, seen=seen)
+    assert report["refused"] == {}, describe(result, seen=seen)
     # The flood really filled what it was given (so the test attacks something) ...
-    assert queued >= CAP // 2, describe(result, seen)
+    assert queued >= CAP // 2, describe(result, seen=seen)
     # ... and that was no more than the cap, as the program saw it and as the host did.
-    assert report["held"] <= most, describe(result, seen)
-    assert queued <= most, describe(result, seen)
+    assert report["held"] <= most, describe(result, seen=seen)
+    assert queued <= most, describe(result, seen=seen)
 
 
 def test_udp_buffers_are_capped() -> None:
     """100 receivers that could hold 1.5 GiB of datagrams hold at most the cap."""
     result, seen = flood(UDP_FLOOD, str(UDP_RECEIVERS), str(BUFFER))
-    assert result.status is Status.OK, describe(result, seen)
+    assert result.status is Status.OK, describe(result, seen=seen)
     report, queued = seen.get("report"), seen.get("queued")
-    assert isinstance(report, dict) and isinstance(queued, int), describe(result, seen)
-    assert report["sent"] > 4 * CAP, describe(result, seen)  # offered far past the cap
+    assert isinstance(report, dict) and isinstance(queued, int), describe(result, seen=seen)
+    assert report["sent"] > 4 * CAP, describe(result, seen=seen)  # offered far past the cap
     assert 0 < queued <= CAP + (UDP_RECEIVERS + 1) * SLACK_PER_SOCKET, (
         f"the sandbox held {queued // MiB} MiB in socket buffers, past its cap of "
-        f"{CAP // MiB} MiB and the slack: {describe(result, seen)}"
+        f"{CAP // MiB} MiB and the slack: {describe(result, seen=seen)}"
     )
 
 

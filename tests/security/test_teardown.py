@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Issue 18, item 4: a call returns only when its sandbox is gone, however slow the
 teardown, and the sandbox cannot make its own teardown slow.
 
@@ -24,13 +25,13 @@ import threading
 import time
 
 import pytest
-from callers import Caller
-from conftest import pids_with_marker, survivors, unique_marker
-from helpers import KILL_LATENCY
+from support.callers import Caller
+from support.processes import pids_with_marker, survivors, unique_marker
+from support.timing import KILL_LATENCY
 
 from pysandbox import Limits, Result, Status
-from pysandbox._limits import DISK_BYTES_PER_INODE, MIN_DISK_INODES
-from pysandbox._verdict import describe
+from pysandbox._model.limits import DISK_BYTES_PER_INODE, MIN_DISK_INODES
+from pysandbox._model.verdict import describe
 
 libc = ctypes.CDLL(None, use_errno=True)
 PTRACE_SEIZE = 0x4206

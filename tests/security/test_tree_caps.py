@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """CPU time and memory of the WHOLE sandbox, attacked for real (issue 7, items 2 and 3).
 
 * Children that a parent ignoring ``SIGCHLD`` never reaps, each burning less than one
@@ -20,10 +21,10 @@ import threading
 import time
 
 import pytest
-from conftest import pids_with_marker, unique_marker
+from support.processes import pids_with_marker, unique_marker
 
 from pysandbox import Limits, Status, eval_in_sandbox, run_python
-from pysandbox._cgroup import probe as cgroup_probe
+from pysandbox._cgroups.probe import probe as cgroup_probe
 
 MiB = 2**20
 HAS_CGROUP = os.geteuid() == 0 and cgroup_probe().memory and cgroup_probe().pids

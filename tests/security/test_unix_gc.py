@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Issue 18, item 5: the sandbox's memory is freed by the time the call returns.
 
 192 MiB of memfds held in an ``SCM_RIGHTS`` cycle of unix sockets stayed allocated for
@@ -6,7 +7,7 @@ the kernel's unix garbage collector runs only when some unix socket is released.
 core now has it run, and waits for it, after a reap that left a socket in flight
 (``src/unixgc.c``).  The sandbox below frees its cycle itself before it ends, so at the
 reap nothing is in flight while a kernel worker is still putting the memfds (about 10 ms
-for 192 MiB): the wait for those is the memory cgroup's (``_cgroup._settle``), and a
+for 192 MiB): the wait for those is the memory cgroup's (``_cgroups/node.py``, ``settle``), and a
 caller without one is not promised it (README, "The end of a call").  The host side
 reads the kernel's count of shared memory (memfd pages are ``Shmem``) before and right
 after each call; the race is lost about every other call without the wait, so three
@@ -16,7 +17,7 @@ calls are made.  Each attack runs as root and as a non-root caller.
 from __future__ import annotations
 
 import pytest
-from callers import Caller
+from support.callers import Caller
 
 from pysandbox import Limits, Status
 

@@ -1,0 +1,184 @@
+# SPDX-License-Identifier: MIT
+"""``run_async`` and ``run_python_async``: the same runs, awaited without blocking the
+event loop, and cancellable."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import inspect
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
+
+from .._model.cancel import CancelEvent, Cancelled
+from .._model.file import File
+from .._model.limits import Limits
+from .._model.result import Result
+from .run import OnOutput, Stdin, check_output_callback, run, run_python
+
+__all__ = ["in_thread", "on_loop", "run_async", "run_python_async"]
+
+_T = TypeVar("_T")
+
+#: Seconds between two looks at the cancel event and the loop while the run's thread
+#: waits for an output callback on the loop: the C core's tick.
+CALLBACK_WAIT_SLICE = 0.05
+
+
+async def _show(callback: Callable[[bytes], object], chunk: bytes) -> None:
+    """Call ``callback(chunk)`` and await what it returns if that is awaitable."""
+    shown = callback(chunk)
+    if inspect.isawaitable(shown):
+        await shown
+
+
+def on_loop(
+    callback: OnOutput,
+    name: str,
+    loop: asyncio.AbstractEventLoop,
+    cancel: CancelEvent,
+) -> OnOutput:
+    """``callback`` as the run's thread calls it: each chunk is handed to the event loop
+    and the thread waits until the callback (and what it returned, if awaitable) is done,
+    so chunks arrive in order, a slow callback slows the reading (never the loop), and an
+    exception comes back to the run, which kills the sandbox and re-raises it.  The wait
+    gives up, cancelling the callback, once the awaiting task was cancelled or the loop
+    closed: the run then ends with ``Cancelled`` instead of waiting for a loop that will
+    not run the callback."""
+    if callback is None:
+        return None
+    shown_by = callback
+
+    gone = (
+        f"the awaiting task was cancelled or its event loop closed while its {name} "
+        "callback was pending; the sandbox was killed"
+    )
+
+    def show_on_loop(chunk: bytes) -> None:
+        showing = _show(shown_by, chunk)
+        try:
+            pending = asyncio.run_coroutine_threadsafe(showing, loop)
+        except RuntimeError:  # the loop is closed
+            showing.close()
+            raise Cancelled(gone) from None
+        while True:
+            try:
+                pending.result(timeout=CALLBACK_WAIT_SLICE)
+                return
+            except concurrent.futures.TimeoutError:
+                if cancel.is_set() or loop.is_closed():
+                    pending.cancel()
+                    raise Cancelled(gone) from None
+
+    return show_on_loop
+
+
+async def in_thread(call: Callable[[threading.Event], _T]) -> _T:
+    """Run ``call(cancel_event)`` in a thread of its own and await its result.
+
+    One thread per run (the C core releases the GIL while it waits), so any number of
+    runs overlap, unlike a bounded executor.  Cancelling the awaiting task sets the
+    event: the C core kills the sandbox at its next tick (50 ms), reaps it, and only
+    then does the cancellation propagate, so no process outlives the task.
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[_T] = loop.create_future()
+    cancel = threading.Event()
+
+    def settle(outcome: _T | BaseException) -> None:
+        if done.cancelled():
+            return
+        if isinstance(outcome, BaseException):
+            done.set_exception(outcome)
+        else:
+            done.set_result(outcome)
+
+    def worker() -> None:
+        try:
+            outcome: _T | BaseException = call(cancel)
+        except BaseException as exc:  # handed to the awaiting task, whatever it is
+            outcome = exc
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody awaits
+            loop.call_soon_threadsafe(settle, outcome)
+
+    thread = threading.Thread(target=worker, name="pysandbox-run", daemon=True)
+    thread.start()
+    try:
+        return await asyncio.shield(done)
+    except asyncio.CancelledError:
+        cancel.set()
+        with contextlib.suppress(Cancelled, Exception):
+            await asyncio.shield(done)
+        raise
+
+
+async def run_async(
+    argv: Sequence[str],
+    *,
+    stdin: Stdin = None,
+    limits: Limits | None = None,
+    files: Mapping[str, bytes | File] | None = None,
+    readable: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    on_stdout: OnOutput = None,
+    on_stderr: OnOutput = None,
+) -> Result:
+    """``run`` for asyncio: awaits the result without blocking the event loop; cancelling
+    the task kills the sandbox and leaves no process.  A ``stdin`` callback runs in the
+    run's own thread, not in the event loop.
+
+    ``on_stdout`` and ``on_stderr`` are plain callables or coroutine functions (any
+    callable; what it returns is awaited when awaitable).  Unlike ``stdin``, they run on
+    this event loop, one chunk at a time: the run reads on only once the last chunk's
+    callback is done.  An exception in one kills the sandbox and is raised here.
+    """
+    check_output_callback(on_stdout, "on_stdout")
+    check_output_callback(on_stderr, "on_stderr")
+    loop = asyncio.get_running_loop()
+    return await in_thread(
+        lambda cancel: run(
+            argv,
+            stdin=stdin,
+            limits=limits,
+            files=files,
+            readable=readable,
+            env=env,
+            cancel=cancel,
+            on_stdout=on_loop(on_stdout, "on_stdout", loop, cancel),
+            on_stderr=on_loop(on_stderr, "on_stderr", loop, cancel),
+        )
+    )
+
+
+async def run_python_async(
+    code: str,
+    *,
+    args: Sequence[str] = (),
+    stdin: Stdin = None,
+    limits: Limits | None = None,
+    files: Mapping[str, bytes | File] | None = None,
+    readable: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    on_stdout: OnOutput = None,
+    on_stderr: OnOutput = None,
+) -> Result:
+    """``run_python`` for asyncio, as ``run_async``."""
+    check_output_callback(on_stdout, "on_stdout")
+    check_output_callback(on_stderr, "on_stderr")
+    loop = asyncio.get_running_loop()
+    return await in_thread(
+        lambda cancel: run_python(
+            code,
+            args=args,
+            stdin=stdin,
+            limits=limits,
+            files=files,
+            readable=readable,
+            env=env,
+            cancel=cancel,
+            on_stdout=on_loop(on_stdout, "on_stdout", loop, cancel),
+            on_stderr=on_loop(on_stderr, "on_stderr", loop, cancel),
+        )
+    )

@@ -1,0 +1,44 @@
+# SPDX-License-Identifier: MIT
+"""``Call``: one call of ``run`` or ``run_python`` as its caller gave it.
+
+The public functions (``run``, ``run_python``, their async forms, a ``Runner``'s) each
+spell the keywords out, for their signatures; everything below them passes this one
+record, so a new keyword is added to the record and to the signatures, never to a chain
+of internal calls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Optional, Union
+
+from .._model.cancel import CancelEvent
+from .._model.file import File
+from .._model.limits import Limits
+
+__all__ = ["Call", "OnOutput", "Stdin"]
+
+#: What ``stdin`` may be: data, a callback for interactive programs, or None (closed).
+Stdin = Union[bytes, str, Callable[[bytes], Union[bytes, str, None]], None]
+
+#: An ``on_stdout``/``on_stderr`` callback: shown each chunk of output; its result is ignored.
+OnOutput = Optional[Callable[[bytes], object]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """The program (checked: ``check_argv`` or ``python_program``) and the keywords of
+    ``run``, unchecked; ``code`` is ``run_python``'s source as UTF-8 (None for ``run``).
+    ``build_plan`` checks the rest and turns it into a ``Plan``."""
+
+    program: list[str]
+    code: bytes | None = None
+    stdin: Stdin = None
+    limits: Limits | None = None
+    files: Mapping[str, bytes | File] | None = None
+    readable: Sequence[str] = ()
+    env: Mapping[str, str] | None = None
+    cancel: CancelEvent | None = None
+    on_stdout: OnOutput = None
+    on_stderr: OnOutput = None

@@ -1,0 +1,344 @@
+# SPDX-License-Identifier: MIT
+"""``run`` and ``run_python``: any program in the sandbox, with stdin, files, limits and a
+``Result`` that says exactly how it ended."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from .._host import programs
+from .._launch import bwrap
+from .._launch.bwrap import MAIN_NAME, MAIN_PATH, WORKDIR
+from .._launch.launcher import launch
+from .._launch.plan import Facts, FdLayout, Plan
+from .._launch.readable import check_readable
+from .._model.cancel import CancelEvent
+from .._model.classify import classify
+from .._model.errors import SandboxError
+from .._model.file import File
+from .._model.filestream import check_fits_tmpfs, decode_files, encode_files, stream_cap
+from .._model.limits import Limits
+from .._model.result import Result
+from .call import Call, OnOutput, Stdin
+
+__all__ = [
+    "Call",
+    "OnOutput",
+    "Stdin",
+    "as_bytes",
+    "build_plan",
+    "check_argv",
+    "check_env",
+    "check_output_callback",
+    "check_python",
+    "check_readable",
+    "finish",
+    "python_program",
+    "run",
+    "run_python",
+]
+
+
+def check_output_callback(callback: object, name: str) -> None:
+    """``TypeError`` naming ``name`` unless ``callback`` is None or callable."""
+    if callback is not None and not callable(callback):
+        raise TypeError(f"{name} must be callable or None, not {type(callback).__name__}")
+
+
+def check_argv(argv: object) -> list[str]:
+    """``argv`` as a list, or a ``TypeError``/``ValueError`` naming ``argv``."""
+    if isinstance(argv, (str, bytes)) or not isinstance(argv, Sequence):
+        raise TypeError(f"argv must be a sequence of str, not {type(argv).__name__}")
+    items = list(argv)
+    if not items:
+        raise ValueError("argv must not be empty")
+    for item in items:
+        if not isinstance(item, str):
+            raise TypeError(f"argv items must be str, not {type(item).__name__}")
+        if "\0" in item:
+            raise ValueError("argv items must not contain NUL")
+    if not items[0]:
+        raise ValueError("argv[0] must not be empty")
+    return items
+
+
+def check_env(env: object) -> list[str]:
+    """``env`` as bwrap's ``--setenv`` options, or a ``TypeError``/``ValueError`` naming
+    ``env``."""
+    if env is None:
+        return []
+    if not isinstance(env, Mapping):
+        raise TypeError(f"env must be a mapping of str to str, not {type(env).__name__}")
+    options = []
+    for key, value in env.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError("env keys and values must be str")
+        if not key or "=" in key or "\0" in key or "\0" in value:
+            raise ValueError(f"env has an invalid variable: {key!r}")
+        options += ["--setenv", key, value]
+    return options
+
+
+def as_bytes(data: bytes | bytearray | memoryview | str, what: str) -> bytes:
+    """``data`` as bytes (str as UTF-8); errors name ``what``."""
+    if isinstance(data, str):
+        try:
+            return data.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"{what} is not encodable as UTF-8: {exc.reason}") from None
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    raise TypeError(f"{what} must be bytes, str or None, not {type(data).__name__}")
+
+
+def _stdin_plan(
+    stdin: Stdin,
+) -> tuple[bytes, Callable[[bytes], bytes | None] | None]:
+    """The initial stdin bytes and the C core's ``stdin_callback`` for ``stdin``."""
+    if stdin is None:
+        return b"", None
+    if not callable(stdin):
+        return as_bytes(stdin, "stdin"), None
+    callback = stdin
+
+    def reply_to(chunk: bytes) -> bytes | None:
+        reply = callback(chunk)
+        return None if reply is None else as_bytes(reply, "the stdin callback's reply")
+
+    first = reply_to(b"")
+    if first is None:
+        return b"", None
+    return first, reply_to
+
+
+def finish(plan: Plan, limits: Limits, launcher: Callable[[Plan], Facts] = launch) -> Result:
+    """Launch ``plan`` (made by ``build_plan``, which returned ``limits``) with
+    ``launcher`` and classify how it ended: the second half of ``run``, for callers that
+    wait between the two (a ``Runner``, which may run it in a warm sandbox)."""
+    return _result(launcher(plan), limits)
+
+
+def python_program(code: object, args: object) -> tuple[list[str], bytes]:
+    """``run_python``'s program line and the code as UTF-8, or a ``TypeError``/``ValueError``
+    naming ``code`` or ``args``."""
+    source, extra = check_python(code, args)
+    return [programs.find_python(), "-u", MAIN_PATH, *extra], source
+
+
+def check_python(code: object, args: object) -> tuple[bytes, list[str]]:
+    """``run_python``'s ``code`` as UTF-8 and its ``args`` as a list, or a ``TypeError``/
+    ``ValueError`` naming ``code`` or ``args``; pure, unlike ``python_program``."""
+    if not isinstance(code, str):
+        raise TypeError(f"code must be str, not {type(code).__name__}")
+    if "\0" in code:
+        raise ValueError("code must not contain NUL characters")
+    try:
+        source = code.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"code is not encodable as UTF-8: {exc.reason}") from exc
+    if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
+        raise TypeError(f"args must be a sequence of str, not {type(args).__name__}")
+    for arg in args:
+        if not isinstance(arg, str):
+            raise TypeError(f"args items must be str, not {type(arg).__name__}")
+        if "\0" in arg:
+            raise ValueError("args items must not contain NUL")
+    return source, list(args)
+
+
+def build_plan(call: Call) -> tuple[Plan, Limits]:
+    """Check the arguments of ``run`` and build its ``Plan``: ``call.program`` under the
+    init, in a writable ``WORKDIR`` with the files, and the code when ``call.code`` is
+    given (``run_python``).  Returns the limits in force with it."""
+    limits, files, code = call.limits, call.files, call.code
+    if limits is None:
+        limits = Limits()
+    elif not isinstance(limits, Limits):
+        raise TypeError(f"limits must be a Limits or None, not {type(limits).__name__}")
+    files_stream = encode_files(files) if files else None
+    check_fits_tmpfs(files or {}, limits.disk, limits.disk_inodes())
+    if files and code is not None and MAIN_NAME in files:
+        raise ValueError(f"files: {MAIN_NAME!r} is where run_python puts the code")
+    paths = check_readable(call.readable)
+    env_options = check_env(call.env)
+    check_output_callback(call.on_stdout, "on_stdout")
+    check_output_callback(call.on_stderr, "on_stderr")
+    initial, stdin_callback = _stdin_plan(call.stdin)
+    python = programs.find_python()
+
+    payloads = [] if files_stream is None else [files_stream]
+    layout = FdLayout.of(
+        payloads=len(payloads), captures=1, code=code is not None, binds=len(paths)
+    )
+    files_fd = layout.payloads[0] if files_stream is not None else None
+    init_options = ["--files-out-fd", str(layout.captures[0])]
+    init_options += ["--files-dir", WORKDIR, "--files-max", str(limits.files_out)]
+    init_options += ["--files-count", str(limits.files_out_count)]
+    if files_fd is not None:
+        init_options += ["--files-in-fd", str(files_fd)]
+    if code is not None:
+        init_options += ["--skip", MAIN_NAME]
+    plan = Plan(
+        layout=layout,
+        python=python,
+        options=bwrap.run_options(
+            disk=limits.disk, readable=list(zip(layout.binds, paths)), env=env_options
+        ),
+        readable=paths,
+        writable=[WORKDIR],
+        init_options=init_options,
+        program=call.program,
+        code=code,
+        code_path=None if code is None else MAIN_PATH,
+        code_mode=bwrap.MAIN_MODE,
+        payloads=payloads,
+        capture_caps=[stream_cap(limits.files_out, limits.files_out_count)],
+        rlimits=limits.rlimits(),
+        processes=limits.processes,
+        memory_total=limits.memory + limits.disk,
+        disk_inodes=limits.disk_inodes(),
+        stdout_cap=limits.stdout,
+        stderr_cap=limits.stderr,
+        kill_on_cap=not limits.truncate_output,
+        timeout=limits.wall_time,
+        cpu_limit=limits.cpu_time,
+        stdin=initial,
+        stdin_callback=stdin_callback,
+        on_stdout=call.on_stdout,
+        on_stderr=call.on_stderr,
+        cancel=call.cancel,
+    )
+    return plan, limits
+
+
+def _result(facts: Facts, limits: Limits) -> Result:
+    """Turn the launch's facts into a ``Result``."""
+    raw = facts.raw
+    stdout, stderr = raw["stdout"], raw["stderr"]
+    assert isinstance(stdout, bytes) and isinstance(stderr, bytes)
+    max_rss = facts.init.max_rss if facts.init is not None else raw["max_rss"]
+    files, executables, files_left_out = decode_files(facts.captures[0], limits.files_out_count)
+    try:
+        status, returncode, signal = classify(
+            timed_out=raw["timed_out"],
+            killed_on_cap=raw["killed_on_cap"],
+            cpu_exceeded=raw["cpu_exceeded"],
+            disk_exceeded=raw["disk_exceeded"],
+            report_wait_status=facts.init.wait_status if facts.init is not None else None,
+            bwrap_wait_status=raw["wait_status"] if raw["status_known"] else None,
+            cpu_time=facts.cpu_time,
+            cpu_limit=limits.cpu_time,
+            stderr=stderr,
+            max_rss=max_rss,
+            memory_limit=limits.memory,
+            memory_limit_hit=facts.usage is not None and facts.usage.memory_exceeded,
+        )
+    except ValueError as exc:
+        raise SandboxError(f"the sandbox ended without telling how: {exc}") from None
+    return Result(
+        status=status,
+        returncode=returncode,
+        signal=signal,
+        stdout=stdout,
+        stderr=stderr,
+        stdout_truncated=raw["stdout_truncated"],
+        stderr_truncated=raw["stderr_truncated"],
+        wall_time=raw["wall_time"],
+        cpu_time=facts.cpu_time,
+        max_rss=max_rss,
+        files=files,
+        files_truncated=files_left_out or facts.captures_truncated[0],
+        executables=executables,
+    )
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    stdin: Stdin = None,
+    limits: Limits | None = None,
+    files: Mapping[str, bytes | File] | None = None,
+    readable: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    cancel: CancelEvent | None = None,
+    on_stdout: OnOutput = None,
+    on_stderr: OnOutput = None,
+) -> Result:
+    """Run a program in a fresh sandbox and say exactly how it ended.
+
+    :param argv: the program and its arguments; ``argv[0]`` is an absolute path inside
+        the sandbox or a name looked up on its ``PATH`` (``/usr/local/bin:/usr/bin:/bin``).
+        A program the sandbox cannot start (missing, not executable) raises
+        ``SandboxError`` naming the cause, never a result with an exit code.
+    :param stdin: None (closed), bytes or str (UTF-8) fed completely, then closed; or a
+        callable for interactive programs, called once with ``b""`` and then with each
+        chunk of stdout as it arrives (what the pipe delivered: part of a line, or
+        several lines), returning bytes or str to write, ``b""`` for nothing now, or
+        None to close stdin.  If it raises, the sandbox is killed and
+        reaped and the exception propagates.
+    :param limits: the limits (``Limits()`` when None).
+    :param files: input files placed in the working directory ``/sandbox``, by relative
+        path: the content (bytes), or a ``File`` that may be executable;
+        ``Result.files`` holds the regular files left there at the end, and
+        ``Result.executables`` names those that are executable.
+    :param readable: host paths the program may read, bound read-only at the same path.
+    :param env: environment variables added to ``PATH`` and ``HOME`` (``/sandbox``).
+    :param cancel: an object whose ``is_set()`` is asked every 50 ms; once true, the
+        sandbox is killed and ``Cancelled`` is raised (``threading.Event`` fits).
+    :param on_stdout: a callable shown the program's stdout as it arrives: called in
+        this thread with each chunk (bytes, never empty, as the pipe delivered it), in
+        order; the chunks join to exactly ``Result.stdout`` (nothing past the cap).  Its
+        result is ignored.  Limits hold meanwhile: past the wall time the program is
+        killed as soon as the callback returns, and the result says
+        ``WALL_TIME_EXCEEDED``.  If it raises, the sandbox is killed and reaped and the
+        exception propagates.  With a ``stdin`` callback too, it sees each chunk first.
+    :param on_stderr: the same for stderr.
+    :raises TypeError, ValueError: a bad argument, before anything runs.
+    :raises SandboxError: the sandbox could not run the program at all.
+    """
+    call = Call(
+        check_argv(argv),
+        stdin=stdin,
+        limits=limits,
+        files=files,
+        readable=readable,
+        env=env,
+        cancel=cancel,
+        on_stdout=on_stdout,
+        on_stderr=on_stderr,
+    )
+    return finish(*build_plan(call))
+
+
+def run_python(
+    code: str,
+    *,
+    args: Sequence[str] = (),
+    stdin: Stdin = None,
+    limits: Limits | None = None,
+    files: Mapping[str, bytes | File] | None = None,
+    readable: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    cancel: CancelEvent | None = None,
+    on_stdout: OnOutput = None,
+    on_stderr: OnOutput = None,
+) -> Result:
+    """Run Python source with the caller's own interpreter, as ``python -u main.py ARGS``.
+
+    The code is ``/sandbox/main.py`` (read-only, and not returned in ``Result.files``);
+    everything else is as for ``run``.
+    """
+    program, source = python_program(code, args)
+    call = Call(
+        program,
+        code=source,
+        stdin=stdin,
+        limits=limits,
+        files=files,
+        readable=readable,
+        env=env,
+        cancel=cancel,
+        on_stdout=on_stdout,
+        on_stderr=on_stderr,
+    )
+    return finish(*build_plan(call))

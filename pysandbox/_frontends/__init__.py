@@ -1,0 +1,8 @@
+# SPDX-License-Identifier: MIT
+"""Layer 7, the ways in for people: the command line, its options, the demo and ``%%sandbox``.
+
+``pysandbox.pytest_plugin`` is a front end too, kept at the package's top so users can
+name it.
+
+Imports: any layer below and this package.
+"""

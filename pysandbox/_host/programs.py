@@ -1,0 +1,75 @@
+# SPDX-License-Identifier: MIT
+"""Where the programs a sandbox needs are on this host: bubblewrap, the interpreter, the init."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+
+from .._model.errors import SandboxError
+
+#: The installed package's directory, where the extension and the init are built.
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+__all__ = [
+    "PACKAGE_DIR",
+    "find_bwrap",
+    "find_init",
+    "find_python",
+]
+
+
+def find_bwrap() -> str:
+    """Return the absolute path of ``bwrap`` on ``PATH``, or raise ``SandboxError``.
+
+    The search is made once per value of ``PATH`` (and working directory, which a
+    relative entry depends on); the path found is used again while it is still an
+    executable file, so a bwrap removed or replaced by a non-executable is searched for
+    afresh."""
+    key = (os.environ.get("PATH"), os.getcwd() if _relative_path_entry() else "")
+    cached = _found_bwrap.get(key)
+    if cached is not None and os.access(cached, os.X_OK) and os.path.isfile(cached):
+        return cached
+    found = shutil.which("bwrap")
+    if found is None:
+        raise SandboxError("Cannot find the `bwrap` executable")
+    path = os.path.abspath(found)
+    if len(_found_bwrap) >= 16:
+        _found_bwrap.clear()
+    _found_bwrap[key] = path
+    return path
+
+
+#: ``find_bwrap``'s answers, by (``PATH``, working directory or "").
+_found_bwrap: dict[tuple[str | None, str], str] = {}
+
+
+def _relative_path_entry() -> bool:
+    """Whether ``PATH`` has an entry that is not absolute (an empty one means ".")."""
+    return any(not entry.startswith("/") for entry in os.environ.get("PATH", os.defpath).split(":"))
+
+
+def find_python() -> str:
+    """Return the caller's own interpreter (``sys.executable``), as the sandbox will run it.
+
+    Falls back to ``python3`` on ``PATH`` when ``sys.executable`` is not executable, as the
+    reference does.  Unlike the reference, any location works (pyenv, conda, a venv).
+    """
+    candidate = sys.executable
+    if not candidate or not os.access(candidate, os.X_OK):
+        candidate = shutil.which("python3") or ""
+    if not candidate:
+        raise SandboxError("Cannot find the Python executable")
+    return os.path.abspath(candidate)
+
+
+def find_init() -> str:
+    """The host path of pysandbox's init executable, built with the extension beside it."""
+    path = os.path.join(PACKAGE_DIR, "_init")
+    if not os.access(path, os.X_OK):
+        raise SandboxError(
+            f"pysandbox's init is missing or not executable at {path}: reinstall pysandbox "
+            "(pip install --force-reinstall pysandbox)"
+        )
+    return path

@@ -1,0 +1,285 @@
+# SPDX-License-Identifier: MIT
+"""Pure functions that find bubblewrap and the interpreter and build the bwrap command line.
+
+Nothing here spawns a process; everything is unit-testable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import secrets
+from collections.abc import Sequence
+
+from .. import _sandbox
+from .._host.interpreter import (
+    SYSTEM_DIRS,
+    InterpreterView,
+    is_within,
+    python_mounts,
+    shown_at,
+    shown_link,
+)
+from .._host.programs import find_init
+from .._model.errors import SandboxError
+
+__all__ = [
+    "CODE_DIR",
+    "CODE_MODE",
+    "CODE_PATH",
+    "DEVICES",
+    "DEVICE_LINKS",
+    "INIT_PATH",
+    "KERNEL_DIRS",
+    "MAIN_MODE",
+    "MAIN_NAME",
+    "MAIN_PATH",
+    "SANDBOX_ID_BASE",
+    "SANDBOX_ID_SPAN",
+    "SANDBOX_PATH",
+    "SECCOMP_FD",
+    "WORKDIR",
+    "Identity",
+    "base_options",
+    "eval_options",
+    "filesystem_options",
+    "init_mount",
+    "init_prefix",
+    "namespace_options",
+    "parent_dirs",
+    "run_options",
+    "sandbox_identity",
+    "seccomp_program",
+    "system_mounts",
+]
+
+#: The syscall filter is always the first fd passed to bwrap (``_launch.FdLayout``).
+SECCOMP_FD = 3
+#: Where eval_in_sandbox's code lives (read-only), as in the reference implementation.
+CODE_DIR = "/home"
+CODE_PATH = "/home/code.py"
+#: Writable by mode on a read-only mount: a write attempt fails with EROFS, as in the
+#: reference, rather than with EACCES for the unprivileged code.
+CODE_MODE = 0o666
+#: run's working directory: a writable tmpfs of ``Limits.disk`` bytes.
+WORKDIR = "/sandbox"
+#: Where ``run_python`` puts the code, read-only, inside ``WORKDIR``.
+MAIN_NAME = "main.py"
+MAIN_PATH = f"{WORKDIR}/{MAIN_NAME}"
+MAIN_MODE = 0o444
+#: The PATH run's programs see, and where a bare ``argv[0]`` is looked up.
+SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+#: Where pysandbox's init executable is, inside the sandbox.
+INIT_PATH = "/.pysandbox/init"
+
+
+#: The host's kernel interfaces: the sandbox has its own /proc and a few device nodes,
+#: and must never see the host's.
+KERNEL_DIRS = ("/proc", "/sys", "/dev")
+
+
+def system_mounts(dirs: Sequence[str] = SYSTEM_DIRS) -> list[str]:
+    """bwrap arguments that show the host's system directories read-only.
+
+    A directory is bound; a symlink (``/lib -> usr/lib`` on merged-/usr systems) is
+    recreated as the same symlink; a missing one is skipped.
+    """
+    args: list[str] = []
+    for path in dirs:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    return args
+
+
+@dataclasses.dataclass(frozen=True)
+class Identity:
+    """Who the sandboxed code is on the host when the caller is root.
+
+    A root caller's bwrap would otherwise run the code as host uid 0: without
+    capabilities, but still the owner of every root-owned file it can reach (it could
+    chmod the host's ``/dev/null``).  pysandbox's init (``INIT_PATH``), run inside the
+    sandbox after bwrap has built it, drops to ``uid``/``gid`` (one of the sandbox's
+    own, see ``sandbox_identity``) with no supplementary groups and empty capability
+    sets.
+    """
+
+    uid: int
+    gid: int
+
+    def init_options(self) -> list[str]:
+        return ["--drop", f"{self.uid}:{self.gid}"]
+
+
+#: Root callers' sandboxes run as a uid (and gid) of their own, drawn from this range:
+#: no account uses it, and no two running sandboxes are likely to share one, so each
+#: has its own RLIMIT_NPROC count and none can signal or trace another.
+SANDBOX_ID_BASE = 0x70000000
+SANDBOX_ID_SPAN = 2**24
+
+
+def sandbox_identity() -> Identity | None:
+    """A fresh identity for one sandbox, or None when the caller is not root (bwrap then
+    maps the caller's own unprivileged uid in a user namespace)."""
+    if os.geteuid() != 0:
+        return None
+    uid = SANDBOX_ID_BASE + secrets.randbelow(SANDBOX_ID_SPAN)
+    return Identity(uid=uid, gid=uid)
+
+
+def init_mount() -> list[str]:
+    """bwrap options that put the init at ``INIT_PATH``, read-only."""
+    return ["--ro-bind", find_init(), INIT_PATH]
+
+
+def parent_dirs(mounts: Sequence[str]) -> list[str]:
+    """Ancestors of the mount points that bwrap would have to create: created explicitly
+    as 0755, since bwrap copies the host's mode (``/root`` is 0700) and the unprivileged
+    code could not reach its interpreter."""
+    parents: dict[str, None] = {}
+    for path in mounts:
+        parent = os.path.dirname(path)
+        chain = []
+        while parent not in ("/", "") and not any(is_within(parent, d) for d in SYSTEM_DIRS):
+            chain.append(parent)
+            parent = os.path.dirname(parent)
+        parents.update(dict.fromkeys(reversed(chain)))
+    return list(parents)
+
+
+#: Device nodes the sandbox gets, bound from the host.  Their owner is root, so the
+#: unprivileged code cannot change them; cheaper than bwrap's ``--dev``, which also
+#: mounts a tmpfs, a devpts and a /dev/shm that the sandbox has no use for.
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+DEVICE_LINKS = (
+    ("/proc/self/fd", "/dev/fd"),
+    ("/proc/self/fd/0", "/dev/stdin"),
+    ("/proc/self/fd/1", "/dev/stdout"),
+    ("/proc/self/fd/2", "/dev/stderr"),
+)
+
+
+def namespace_options(root_caller: bool) -> list[str]:
+    """Every namespace unshared (no network), every capability dropped.
+
+    For a root caller there is no user namespace, since its root would map
+    to host root; bwrap keeps the three capabilities the init needs to drop to the
+    identity, and the init empties every capability set there.
+    """
+    if not root_caller:
+        return ["--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
+    return [
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--cap-drop",
+        "ALL",
+        "--cap-add",
+        "CAP_SETUID",
+        "--cap-add",
+        "CAP_SETGID",
+        "--cap-add",
+        "CAP_SETPCAP",
+    ]
+
+
+def filesystem_options(view: InterpreterView, moved: str | None = None) -> list[str]:
+    """The system directories and the interpreter's ``view`` read-only (what of it lies
+    within ``moved`` below ``MOVED_ROOT``, see ``shown_at``), a ``/proc`` of the
+    sandbox's own pid namespace with ``/proc/sys`` read-only, and the usual device
+    nodes."""
+    options = system_mounts()
+    binds = [(path, shown_at(path, moved)) for path in view.binds]
+    links = [shown_link(where, target, moved) for where, target in view.links]
+    for path in parent_dirs([*(inside for _, inside in binds), *(where for where, _ in links)]):
+        options += ["--perms", "0755", "--dir", path]
+    for path, inside in binds:
+        options += ["--ro-bind", path, inside]
+    for where, target in links:
+        options += ["--symlink", target, where]
+    # bwrap covers /proc/irq and /proc/bus but not these; a root caller's bwrap would
+    # otherwise leave the host's sysctls (kernel.core_pattern...) writable.
+    options += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
+    options += ["--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger"]
+    options += ["--perms", "0755", "--dir", "/dev"]
+    for device in DEVICES:
+        options += ["--dev-bind", device, device]
+    for target, link in DEVICE_LINKS:
+        options += ["--symlink", target, link]
+    return options
+
+
+@functools.lru_cache(maxsize=1)
+def seccomp_program() -> bytes:
+    """The syscall filter's BPF program (built once per process by the C core).
+
+    Every sandbox runs under it, from the init on; see ``src/seccomp_filter.c`` for
+    what it refuses.  Served to bwrap on ``SECCOMP_FD``.
+    """
+    try:
+        return _sandbox.seccomp_program()
+    except OSError as exc:
+        raise SandboxError(
+            f"cannot build the sandbox's syscall filter with libseccomp: {exc.strerror}"
+        ) from exc
+
+
+@functools.lru_cache(maxsize=16)
+def base_options(python: str, euid: int, moved: str | None = None) -> tuple[str, ...]:
+    """bwrap's options for running ``python`` as a caller with ``euid``, its files
+    within ``moved`` shown below ``MOVED_ROOT``: everything that does not change from
+    call to call, computed once."""
+    options = [
+        "--new-session",
+        "--die-with-parent",
+        # pysandbox's init is pid 1: when bwrap's own pid 1 reports the program's exit,
+        # bwrap returns before that pid 1 is gone, and it would outlive the call.  When
+        # our init exits, the kernel has already ended every process of the namespace.
+        "--as-pid-1",
+        "--seccomp",
+        str(SECCOMP_FD),
+        *namespace_options(euid == 0),
+        "--clearenv",
+        *filesystem_options(python_mounts(python), moved),
+        *init_mount(),
+    ]
+    return tuple(options)
+
+
+def init_prefix(identity: Identity | None) -> list[str]:
+    """The start of the command: the init, told which identity to drop to."""
+    return [INIT_PATH, *(identity.init_options() if identity else [])]
+
+
+def eval_options(venv_config: tuple[str, int] | None = None) -> list[str]:
+    """eval_in_sandbox's part of the command line: ``CODE_DIR`` as the working directory,
+    as in the reference implementation (the code itself, at ``CODE_PATH`` with
+    ``CODE_MODE``, is bound by ``_launch``).  The root is read-only.  ``venv_config`` is
+    where the moved interpreter's ``pyvenv.cfg`` is shown and the fd of its moved text
+    (``moved_venv_config``), served over the host's."""
+    moved_config = []
+    if venv_config is not None:
+        path, fd = venv_config
+        moved_config = ["--perms", "0444", "--ro-bind-data", str(fd), path]
+    return [*moved_config, "--perms", "0755", "--dir", CODE_DIR, "--chdir", CODE_DIR]
+
+
+def run_options(*, disk: int, readable: Sequence[tuple[int, str]], env: Sequence[str]) -> list[str]:
+    """run's part of the command line: the extra read-only paths, each ``(fd, path)``
+    bound from the file open on ``fd`` inside bwrap (``_readable.open_readable``), a
+    writable tmpfs of ``disk`` bytes as the working directory ``WORKDIR`` (also ``HOME``;
+    run_python's code is bound at ``MAIN_PATH`` in it by ``_launch``), ``PATH`` and the
+    ``--setenv`` options of ``env``."""
+    options = []
+    for path in parent_dirs([path for _, path in readable]):
+        options += ["--perms", "0755", "--dir", path]
+    for fd, path in readable:
+        options += ["--ro-bind-fd", str(fd), path]
+    options += ["--perms", "0777", "--size", str(disk), "--tmpfs", WORKDIR]
+    options += ["--setenv", "PATH", SANDBOX_PATH, "--setenv", "HOME", WORKDIR, *env]
+    return [*options, "--chdir", WORKDIR]

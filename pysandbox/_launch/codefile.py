@@ -1,0 +1,314 @@
+# SPDX-License-Identifier: MIT
+"""The code file: the host file a sandbox's Python reads its program from.
+
+Each sandbox that runs Python code gets one regular file in a private directory of this
+process (on ``/dev/shm`` where it can, so no disk is touched), bound read-only at the
+code's path inside (``--ro-bind-fd``).  The sandbox sees exactly that file whether the
+code was written before the sandbox started (a fresh sandbox) or long after (a warm one):
+same kind of mount, same file type, mode and owner, read by the interpreter the same way.
+
+A warm sandbox is started before its code exists.  Its file is created empty with a
+write lease (``fcntl(F_SETLEASE, F_WRLCK)``) held by this process: when the sandbox's
+interpreter, fully started, opens the file, the kernel holds that ``open`` until the
+lease is given up (the lease break).  The code is written first, the lease given up
+after, so the interpreter can never read the file half written; it then runs the code as
+``python FILE`` always does.  ``write_held`` writes it; the C core gives the lease up
+(``Sandbox.pump(release_fd=)``) when it starts the clock.  No signal reaches this
+process on the break (the lease's owner is cleared), and ``waiting`` tells, from the
+lease's state, that the interpreter is blocked in its ``open``.  The kernel breaks a
+lease by itself after ``fs.lease-break-time`` seconds (45 by default); a warm
+sandbox is retired well before that (``lease_break_seconds``).
+
+The private directory is ``pysandbox-XXXXXXXX`` (random, mode 0700) with an ``owner``
+file naming this process, written whole under another name and renamed into place, so
+an ``owner`` file is never empty or half written.  A caller killed with SIGKILL leaves
+its directory behind, and the next process to make one in the same place removes the
+directories whose owner is dead, and those without a sound owner file once they are
+older than making one could take (``UNOWNED_GRACE``: a caller killed in the middle, or
+a version that left an empty one).
+
+The places are tried in order, at every step (the directory, its owner file, the code
+file and its content): one that fails, full (``ENOSPC``, ``EDQUOT``, as any local user
+can make ``/dev/shm``) or refused, has what this attempt made in it removed, and the
+next is tried.  When none works, or on a failure no other place avoids (``EMFILE``,
+``ENFILE``, ``ENOMEM``), ``SandboxError`` names each place, the errno and the fix.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import errno
+import fcntl
+import os
+import shutil
+import tempfile
+import threading
+import time
+
+from .._host import owners
+from .._model.errors import SandboxError
+
+__all__ = [
+    "UNOWNED_GRACE",
+    "CodeFile",
+    "lease_break_seconds",
+    "lease_support",
+]
+
+#: Linux's numbers, for Pythons whose fcntl module lacks the names.
+F_SETLEASE = getattr(fcntl, "F_SETLEASE", 1024)
+F_GETLEASE = getattr(fcntl, "F_GETLEASE", 1025)
+#: Where the private directory goes, the first that works: memory, then the caller's
+#: runtime directory, then the temporary directory.
+_PLACES = ("/dev/shm", os.environ.get("XDG_RUNTIME_DIR", ""), tempfile.gettempdir())
+_PREFIX = "pysandbox-"
+_OWNER = "owner"
+#: Seconds after which a private directory without a sound owner file is taken for the
+#: remains of a caller that died making it: that takes microseconds.
+UNOWNED_GRACE = 60.0
+#: Failures that every place would meet alike, and what to do about each.
+_PROCESS_WIDE = {
+    errno.EMFILE: "close some of this process's files or raise its RLIMIT_NOFILE",
+    errno.ENFILE: "the host's table of open files is full: raise fs.file-max",
+    errno.ENOMEM: "free some memory",
+}
+
+_lock = threading.Lock()
+#: This process's private directory in each place where it made one.
+_directories: dict[str, str] = {}
+
+
+def _owner_of(directory: str) -> str:
+    """The text of ``directory``'s owner file, "" when it has none or it is not ASCII."""
+    try:
+        with open(os.path.join(directory, _OWNER), "rb") as owner:
+            return owner.read(256).decode("ascii")
+    except (FileNotFoundError, UnicodeDecodeError):
+        return ""
+
+
+def _sweep(place: str) -> None:
+    """Remove the private directories in ``place`` whose owner died without removing
+    them, and those without a sound owner file older than ``UNOWNED_GRACE``; only this
+    user's, only real directories."""
+    try:
+        names = [name for name in os.listdir(place) if name.startswith(_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(place, name)
+        try:
+            info = os.lstat(path)
+            if not os.path.isdir(path) or os.path.islink(path) or info.st_uid != os.geteuid():
+                continue
+            owner = _owner_of(path)
+        except OSError:
+            continue
+        unowned_long = time.time() - info.st_mtime > UNOWNED_GRACE
+        if owners.is_dead(owner) if owners.is_sound(owner) else unowned_long:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _remove_own(path: str, owner: str) -> None:
+    """At exit: remove this process's directory (not a forked child's parent's)."""
+    if owners.identity(os.getpid()) == owner:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _places() -> list[str]:
+    """The places to try, in order, each once."""
+    return [place for place in dict.fromkeys(_PLACES) if place]
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd``; raises ``OSError`` (``ENOSPC``...)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _write_owner(directory: str, owner: str) -> None:
+    """Write ``owner`` as ``directory``'s owner file whole or not at all: under another
+    name first, then renamed into place (a rename needs no room)."""
+    partial = os.path.join(directory, _OWNER + ".partial")
+    fd = os.open(
+        partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
+    )
+    try:
+        _write_all(fd, owner.encode("ascii"))
+    finally:
+        os.close(fd)
+    os.rename(partial, os.path.join(directory, _OWNER))
+
+
+def _directory_in(place: str) -> tuple[str, bool]:
+    """This process's private directory in ``place``, and whether this call made it
+    (its owner file written, the dead callers' directories there swept).  Raises
+    ``OSError`` having removed whatever it made."""
+    path = _directories.get(place)
+    if path is not None and os.path.isdir(path):
+        return path, False
+    path = tempfile.mkdtemp(prefix=_PREFIX, dir=place)
+    try:
+        _write_owner(path, owners.identity(os.getpid()))
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+    _sweep(place)
+    return path, True
+
+
+def _file_in(directory: str, mode: int, data: bytes) -> tuple[int, str]:
+    """A new file of ``mode`` in ``directory`` holding ``data``: its fd (read-write,
+    close-on-exec) and path.  Raises ``OSError`` having removed it."""
+    path = os.path.join(directory, os.urandom(8).hex())
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        os.fchmod(fd, mode)
+        _write_all(fd, data)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        raise
+    return fd, path
+
+
+def _failure(place: str, error: OSError) -> str:
+    """``"/dev/shm: No space left on device (ENOSPC)"``."""
+    name = errno.errorcode.get(error.errno or 0, str(error.errno))
+    return f"{place}: {error.strerror} ({name})"
+
+
+def _new_file(mode: int, data: bytes) -> tuple[int, str]:
+    """A code file of ``mode`` holding ``data`` in the first place where every step
+    works (see the module's docstring): its fd and path.  ``SandboxError`` naming each
+    place's failure and the fix when none works."""
+    failures: list[str] = []
+    error: OSError | None = None
+    with _lock:
+        for place in _places():
+            made = None
+            try:
+                directory, new = _directory_in(place)
+                made = directory if new else None
+                fd, path = _file_in(directory, mode, data)
+            except OSError as exc:
+                if made is not None:
+                    shutil.rmtree(made, ignore_errors=True)
+                if exc.errno in _PROCESS_WIDE:
+                    raise SandboxError(
+                        f"cannot make the sandbox's code file ({_failure(place, exc)}): "
+                        f"{_PROCESS_WIDE[exc.errno]}"
+                    ) from exc
+                failures.append(_failure(place, exc))
+                error = exc
+                continue
+            if made is not None:
+                _directories[place] = made
+                atexit.register(_remove_own, made, owners.identity(os.getpid()))
+            return fd, path
+    raise SandboxError(
+        "cannot make the sandbox's code file in any place for it ("
+        + "; ".join(failures)
+        + "): free space in /dev/shm (a local user may have filled it), or set TMPDIR "
+        "to a directory with room"
+    ) from error
+
+
+class CodeFile:
+    """One sandbox's code file.  ``held``: created empty under a write lease, for a
+    sandbox started before its code exists; else ``data`` is written at once."""
+
+    def __init__(self, mode: int, *, held: bool, data: bytes = b"") -> None:
+        self._fd, self.path = _new_file(mode, b"" if held else data)
+        self._held = held
+        if held:
+            try:
+                fcntl.fcntl(self._fd, F_SETLEASE, fcntl.F_WRLCK)
+                # No SIGIO when the lease breaks: that is expected, and ``waiting`` asks.
+                fcntl.fcntl(self._fd, fcntl.F_SETOWN, 0)
+            except BaseException:
+                self.close()
+                raise
+
+    def path_fd(self) -> int:
+        """A new ``O_PATH`` fd of the file for bwrap's ``--ro-bind-fd`` (the caller's to
+        close); it can neither read nor write, and opening it breaks no lease."""
+        return os.open(self.path, os.O_PATH | os.O_CLOEXEC | os.O_NOFOLLOW)
+
+    def waiting(self) -> bool:
+        """The sandbox's interpreter is blocked opening the file (the lease is breaking)."""
+        return self._held and fcntl.fcntl(self._fd, F_GETLEASE) == fcntl.F_RDLCK
+
+    def write_held(self, data: bytes) -> None:
+        """Write the code while the lease still holds the interpreter back; releasing
+        the lease (``fileno``'s, by the C core when it starts the clock) lets it read.
+        Raises ``SandboxError`` when the lease is no longer held (the kernel broke it:
+        the file may have been read empty), so the caller uses another sandbox."""
+        if not self._held or fcntl.fcntl(self._fd, F_GETLEASE) == fcntl.F_UNLCK:
+            raise SandboxError("the warm sandbox's code file is no longer held")
+        self._write(data)
+        self._held = False
+
+    def fileno(self) -> int:
+        """The fd that holds the lease."""
+        return self._fd
+
+    def _write(self, data: bytes) -> None:
+        try:
+            _write_all(self._fd, data)
+        except OSError as exc:
+            raise SandboxError(
+                f"cannot write the sandbox's code file: {exc.strerror}; free space in "
+                f"{os.path.dirname(self.path)}"
+            ) from exc
+
+    def close(self) -> None:
+        """Close and remove the file (the sandbox's mount keeps its own reference).
+        Idempotent."""
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+
+
+_support: str | None = None
+_support_known = False
+
+
+def lease_support() -> str | None:
+    """Why warm sandboxes cannot work on this host (leases off, or too short), or None."""
+    global _support, _support_known
+    if _support_known:
+        return _support
+    reason = None
+    try:
+        probe = CodeFile(0o444, held=True)
+        probe.close()
+    except OSError as exc:
+        if exc.errno in (errno.EINVAL, errno.EAGAIN, errno.EACCES, errno.ENOSYS):
+            reason = (
+                f"this host refuses file leases ({exc.strerror}): enable them with "
+                "sysctl fs.leases-enable=1"
+            )
+        else:
+            raise
+    if reason is None and lease_break_seconds() < 2:
+        reason = (
+            f"fs.lease-break-time is {lease_break_seconds()} s: warm sandboxes need at "
+            "least 2 (sysctl fs.lease-break-time=45)"
+        )
+    _support, _support_known = reason, True
+    return reason
+
+
+def lease_break_seconds() -> int:
+    """``fs.lease-break-time``: how long the kernel lets a lease holder answer a break."""
+    try:
+        with open("/proc/sys/fs/lease-break-time", encoding="ascii") as file:
+            return int(file.read())
+    except (OSError, ValueError):
+        return 45

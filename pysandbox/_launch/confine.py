@@ -1,0 +1,130 @@
+# SPDX-License-Identifier: MIT
+"""Choose, for one run, what enforces the process cap and the total memory cap.
+
+A per-sandbox cgroup when the host lets this process make one (root, cgroup v1 or v2):
+it counts exactly this sandbox's processes and memory, tmpfs pages included.  Else
+``RLIMIT_NPROC``, which the kernel counts per uid: for a root caller that uid is the
+sandbox's own (drawn afresh for every sandbox); for a non-root caller it is the
+caller's, so the cap is set above the caller's current count.  Without a memory
+cgroup, the memory limit is the per-process ``RLIMIT_AS`` alone.  ``Confinement``
+says which mechanism did what, for ``selftest`` and for the README's security model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import resource
+from collections.abc import Iterator, Sequence
+
+from .. import _sandbox
+from .._cgroups.group import SandboxCgroup
+from .._cgroups.probe import probe
+from .._cgroups.usage import CgroupUsage
+
+__all__ = ["Confinement", "confine"]
+
+#: Tasks the C core adds to the caller's count during a run, after the count is taken:
+#: the watchdog thread that keeps the limits while a callback runs.  A non-root caller's
+#: ``RLIMIT_NPROC`` leaves room for them, so the sandbox still gets all its processes.
+_CORE_THREADS = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Confinement:
+    """The mechanisms of one run, and what to hand to the C core."""
+
+    #: How the process cap is enforced, in words.
+    processes_by: str
+    #: How the total memory cap is enforced, in words ("" when there is none).
+    memory_by: str
+    #: The rlimits for the C core, ``RLIMIT_NPROC`` included or not as chosen.
+    rlimits: list[tuple[int, int, int]]
+    #: The fds (v1: ``tasks``, see ``SandboxCgroup.v1_join_fds``) the spawned child
+    #: joins through.
+    cgroup_procs: list[int]
+    #: The group, for its usage after the run; None without one.
+    cgroup: SandboxCgroup | None
+    #: A readable fd of the group's CPU counter for the C core's watcher; -1 without one.
+    cpu_counter: int = -1
+    #: The cgroup v2 group's directory the C core creates the child in; -1 without one.
+    cgroup_dir_fd: int = -1
+
+    def usage(self) -> CgroupUsage | None:
+        return self.cgroup.usage() if self.cgroup is not None else None
+
+
+def _processes_of(uid: int) -> int:
+    """How many processes (threads included, as RLIMIT_NPROC counts) uid has now."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            status = os.stat(f"/proc/{entry}")
+            if status.st_uid == uid:
+                count += len(os.listdir(f"/proc/{entry}/task"))
+        except OSError:
+            continue
+    return count
+
+
+@contextlib.contextmanager
+def confine(
+    *,
+    processes: int,
+    memory_total: int | None,
+    rlimits: Sequence[tuple[int, int, int]],
+) -> Iterator[Confinement]:
+    """Set up the caps of one run; on exit the cgroup (if any) has every process left in
+    it killed and its counters read, and is removed soon after (by ``_cgroup``'s reaper
+    thread, off the caller's path).  ``rlimits`` may hold an ``RLIMIT_NPROC`` entry, which is
+    replaced by the choice made here."""
+    support = probe()
+    base = [item for item in rlimits if item[0] != resource.RLIMIT_NPROC]
+    want_memory = memory_total if support.memory else None
+    want_pids = processes if support.pids else None
+    if want_pids is None and want_memory is None:
+        yield _without_cgroup(processes, base, support.reason)
+        return
+    # The group's empty directories are removed after the call returns (``drain``).
+    # It outlives the sandbox until the memory it held is freed (``_cgroup._settle``).
+    with SandboxCgroup(
+        processes=want_pids, memory=want_memory, remove_later=True, settle=_sandbox.unix_gc_pass
+    ) as group:
+        version = f"cgroup v{support.version}"
+        where = f" (groups under {os.path.dirname(group.paths[0])})" if group.paths else ""
+        if want_pids is not None:
+            processes_by = f"{version} pids controller, this sandbox only{where}"
+            limits = base
+        else:
+            fallback = _without_cgroup(processes, base, support.reason)
+            processes_by, limits = fallback.processes_by, fallback.rlimits
+        memory_by = f"{version} memory controller, this sandbox only{where}" if want_memory else ""
+        yield Confinement(
+            processes_by,
+            memory_by,
+            limits,
+            group.v1_join_fds,
+            group,
+            group.cpu_counter,
+            group.dir_fd,
+        )
+
+
+def _without_cgroup(processes: int, base: list[tuple[int, int, int]], reason: str) -> Confinement:
+    if os.geteuid() == 0:
+        cap, by = processes, "RLIMIT_NPROC of the sandbox's own uid"
+    else:
+        hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+        cap = _processes_of(os.getuid()) + _CORE_THREADS + processes
+        if hard != resource.RLIM_INFINITY:
+            cap = min(cap, hard)
+        by = (
+            "RLIMIT_NPROC of the caller's uid, above its current count: concurrent sandboxes "
+            "of this uid share one count"
+        )
+    note = f" (no cgroup: {reason})" if reason else ""
+    rlimits = [*base, (resource.RLIMIT_NPROC, cap, cap)]
+    return Confinement(by + note, "", rlimits, [], None)

@@ -1,0 +1,407 @@
+# SPDX-License-Identifier: MIT
+"""The one launch path: every public API builds a ``Plan`` and reads the ``Facts``.
+
+This module is the only caller of ``_sandbox.run``.  It owns what every sandbox gets,
+whichever API asked for it, so that a safety default is added here once (with the
+records in ``plan.py``, the always-on limits in ``rlimits.py`` and the errors in
+``failures.py``):
+
+* the fds inside bwrap, numbered by ``plan.FdLayout``: the syscall filter, the lifeline
+  (the sandbox ends when this process does, see ``lifeline.py``), the API's payloads,
+  bwrap's status pipe, the init's report pipe, the API's own captures;
+* the bwrap command line around the API's part: the cached base options (namespaces,
+  filter, read-only system, ``/proc``, devices, the init), bwrap's status report, the
+  read-only root, the init with its identity and its report;
+* the always-on resource limits (``rlimits.ALWAYS_RLIMITS``) and the clamp of a
+  non-root caller's limits to its own hard limits;
+* the process and memory caps of the whole sandbox (``confine``: a cgroup, or
+  ``RLIMIT_NPROC``), the cgroup's CPU counter for the C core's watcher, and its v2
+  group's directory, which the C core creates bwrap in;
+* a failed spawn, a sandbox bwrap could not build and a program the init could not
+  start raised as ``failures.py``'s ``SandboxError``, naming the cause and the fix.
+
+``eval_in_sandbox`` and ``run``/``run_python`` differ only in their ``Plan`` (mounts,
+payloads, pump options) and in how they read the ``Facts``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from .. import _sandbox
+from .._host import mountinfo, programs
+from .._model.cancel import Cancelled
+from .._model.errors import SandboxError
+from . import bwrap
+from .codefile import CodeFile
+from .confine import Confinement, confine
+from .failures import bwrap_report, init_failure, parse_init_report, setup_failure, spawn_failure
+from .lifeline import init_options as lifeline_options
+from .lifeline import lifeline
+from .plan import INIT_REPORT_CAP, LIFELINE_FD, REPORT_CAP, Facts, Plan
+from .readable import landlock_abi, open_readable
+from .rlimits import within_own_limits
+
+__all__ = ["Launched", "command_line", "launch", "start"]
+
+
+def _write_memfd(data: bytes) -> int:
+    """A memfd holding ``data``, positioned at its start.
+
+    Payloads never touch the host's filesystem, so the sandbox cannot be pointed at a
+    host path the caller would later trust.
+    """
+    try:
+        fd = os.memfd_create("pysandbox-data", os.MFD_CLOEXEC)
+    except OSError as exc:
+        raise SandboxError(f"cannot create a memfd for the sandbox: {exc.strerror}") from exc
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError as exc:
+        os.close(fd)
+        raise SandboxError(f"cannot write to the sandbox memfd: {exc.strerror}") from exc
+    return fd
+
+
+def _pass_fds(plan: Plan, lifeline_read: int, code_file: CodeFile | None) -> list[int]:
+    """The fds for the C core's ``pass_fds`` (``_close_pass_fds`` closes them): the
+    syscall filter in a memfd, the read end of the lifeline, each payload in a memfd,
+    the code file's ``O_PATH`` fd, then each readable path's, opened and checked once
+    (``open_readable``)."""
+    fds: list[int] = []
+    try:
+        fds.append(_write_memfd(bwrap.seccomp_program()))
+        fds.append(lifeline_read)
+        for data in plan.payloads:
+            fds.append(_write_memfd(data))
+        if code_file is not None:
+            fds.append(code_file.path_fd())
+        if plan.readable:
+            kernel_mounts = mountinfo.kernel_mount_points()
+            for path in plan.readable:
+                fds.append(open_readable(path, kernel_mounts))
+    except BaseException:
+        for fd in fds:
+            if fd != lifeline_read:
+                os.close(fd)
+        raise
+    return fds
+
+
+def _code_options(plan: Plan) -> list[str]:
+    """bwrap's options that show the code file at ``plan.code_path``, read-only."""
+    if plan.code_path is None:
+        return []
+    return ["--ro-bind-fd", str(plan.layout.code), plan.code_path]
+
+
+def _landlock_options(plan: Plan) -> list[str]:
+    """The init's options that confine the program's writes to the sandbox's own places
+    (the API's, the device nodes, ``/proc``) with Landlock, when the kernel has it: then
+    no host file the sandbox shows, a FIFO below a readable path included, can be opened
+    for writing.  Without Landlock, ``check_readable`` refuses readable directories."""
+    if landlock_abi() < 1:
+        return []
+    options = []
+    for path in (*plan.writable, *bwrap.DEVICES, "/proc"):
+        options += ["--landlock-write", path]
+    return options
+
+
+def command_line(plan: Plan) -> list[str]:
+    """bwrap's whole command line for ``plan``: the common part around the API's."""
+    layout = plan.layout
+    return [
+        programs.find_bwrap(),
+        *bwrap.base_options(plan.python, os.geteuid(), plan.moved),
+        "--json-status-fd",
+        str(layout.status),
+        *plan.options,
+        *_code_options(plan),
+        "--remount-ro",
+        "/",
+        *bwrap.init_prefix(bwrap.sandbox_identity()),
+        *lifeline_options(LIFELINE_FD),
+        "--report-fd",
+        str(layout.report),
+        *plan.init_options,
+        *_landlock_options(plan),
+        "--",
+        *plan.program,
+    ]
+
+
+class _HookRaised(Exception):
+    """What one of a plan's callbacks raised, carried through the C core.
+
+    The core raises ``OSError`` for its own faults, which ``launch`` maps to a
+    ``SandboxError``; a callback's own ``OSError`` (a closed pipe it writes to) must
+    reach the caller unchanged instead, so every callback's exception travels in this
+    wrapper and is unwrapped once the core has killed and reaped the sandbox.
+    """
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(repr(error))
+        self.error = error
+
+
+_Reply = TypeVar("_Reply")
+
+
+def _guarded(hook: Callable[[bytes], _Reply] | None) -> Callable[[bytes], _Reply] | None:
+    """``hook`` with whatever it raises wrapped in ``_HookRaised`` (None stays None)."""
+    if hook is None:
+        return None
+    call = hook
+
+    def guarded(chunk: bytes) -> _Reply:
+        try:
+            return call(chunk)
+        except BaseException as error:  # KeyboardInterrupt too: unwrapped by launch
+            raise _HookRaised(error) from None
+
+    return guarded
+
+
+@dataclasses.dataclass
+class _Setup:
+    """What a sandbox needs around its bwrap: the command line, the confinement, the
+    code file, the fds to pass; ``resources`` releases them all."""
+
+    argv: list[str]
+    confinement: Confinement
+    code_file: CodeFile | None
+    pass_fds: list[int]
+    resources: contextlib.ExitStack
+
+    def spawn_options(self, plan: Plan) -> dict[str, object]:
+        """The C core's spawn keywords for ``plan`` (``_sandbox.start``'s)."""
+        confinement = self.confinement
+        return {
+            "rlimits": within_own_limits(confinement.rlimits),
+            "cgroup_procs": confinement.cgroup_procs,
+            "cgroup_dir_fd": confinement.cgroup_dir_fd,
+            "pass_fds": self.pass_fds,
+            "captures": [REPORT_CAP, INIT_REPORT_CAP, *plan.capture_caps],
+        }
+
+    def pump_options(self, plan: Plan, cpu_baseline: float = 0.0) -> dict[str, object]:
+        """The C core's run keywords for ``plan`` (``Sandbox.pump``'s but ``since`` and
+        ``release_fd``); the CPU limit counts from ``cpu_baseline``."""
+        return {
+            "cgroup_cpu_fd": self.confinement.cpu_counter,
+            "stdin": plan.stdin,
+            "stdin_callback": _guarded(plan.stdin_callback),
+            "on_stdout": _guarded(plan.on_stdout),
+            "on_stderr": _guarded(plan.on_stderr),
+            "stdout_cap": plan.stdout_cap,
+            "stderr_cap": plan.stderr_cap,
+            "kill_on_cap": plan.kill_on_cap,
+            "timeout": plan.timeout,
+            "cpu_limit": plan.cpu_limit + cpu_baseline if plan.cpu_limit > 0 else 0.0,
+            "cancel": plan.cancel,
+            "text": plan.text,
+            "disk_inodes": plan.disk_inodes,
+            "disk_dir": bwrap.WORKDIR if plan.disk_inodes > 0 else None,
+        }
+
+
+def _set_up(plan: Plan, *, held: bool) -> _Setup:
+    """Everything around ``plan``'s bwrap, the code file held (empty) or holding
+    ``plan.code``; on a failure nothing is left."""
+    if len(plan.payloads) != len(plan.layout.payloads) or len(plan.capture_caps) != len(
+        plan.layout.captures
+    ):
+        raise ValueError("the plan's payloads and captures do not match its fd layout")
+    if (plan.code_path is None) != (plan.layout.code is None):
+        raise ValueError("the plan's code path does not match its fd layout")
+    if len(plan.readable) != len(plan.layout.binds):
+        raise ValueError("the plan's readable paths do not match its fd layout")
+    argv = command_line(plan)
+    resources = contextlib.ExitStack()
+    try:
+        code_file = None
+        if plan.code_path is not None:
+            code_file = CodeFile(plan.code_mode, held=held, data=plan.code or b"")
+            resources.callback(code_file.close)
+        lifeline_read, _lifeline_write = resources.enter_context(lifeline())
+        confinement = resources.enter_context(
+            confine(processes=plan.processes, memory_total=plan.memory_total, rlimits=plan.rlimits)
+        )
+        pass_fds = _pass_fds(plan, lifeline_read, code_file)
+    except BaseException:
+        resources.close()
+        raise
+    return _Setup(argv, confinement, code_file, pass_fds, resources)
+
+
+def _close_pass_fds(setup: _Setup) -> None:
+    """Close the passed fds of this process once bwrap has its own (the lifeline's read
+    end stays with the lifeline)."""
+    for fd in setup.pass_fds[:1] + setup.pass_fds[2:]:
+        os.close(fd)
+    setup.pass_fds = []
+
+
+def _facts(raw: _sandbox.RawResult, setup: _Setup, cpu_baseline: float) -> Facts:
+    """The facts of a run that ended, or the ``SandboxError``/``Cancelled`` it means."""
+    usage = setup.confinement.usage()
+    if raw["cancelled"]:
+        raise Cancelled("the run was cancelled; the sandbox was killed")
+    failure = init_failure(raw["captures"][1])
+    if failure is not None:
+        raise failure
+    facts = Facts(
+        raw=raw,
+        init=parse_init_report(raw["captures"][1]),
+        captures=raw["captures"][2:],
+        captures_truncated=raw["captures_truncated"][2:],
+        usage=usage,
+        cpu_baseline=cpu_baseline,
+    )
+    if "exit-code" not in bwrap_report(raw["captures"][0]) and not facts.killed:
+        raise setup_failure(raw)
+    return facts
+
+
+_Core = TypeVar("_Core")
+
+
+def _run_core(call: Callable[[], _Core]) -> _Core:
+    """``call()`` of the C core, its failures mapped: a callback's exception unwrapped
+    and raised as it was, the core's own ``OSError`` as a ``SandboxError``."""
+    try:
+        return call()
+    except _HookRaised as raised:
+        error = raised.error
+    except OSError as exc:
+        raise spawn_failure(exc) from exc
+    raise error
+
+
+class Launched:
+    """A sandbox started ahead of its code (``start``), until ``finish`` runs it to its
+    end or ``close`` ends it unrun.  Owns the sandbox, its lifeline, its confinement
+    (cgroup) and its code file; ``close`` releases them all and is idempotent."""
+
+    def __init__(self, sandbox: _sandbox.Sandbox, setup: _Setup) -> None:
+        self._sandbox = sandbox
+        self._setup = setup
+        self._baseline = 0.0
+        self._handed_over = False
+        self.started_at = time.monotonic()
+
+    def waiting(self) -> bool:
+        """Its interpreter has started and waits for its code."""
+        code_file = self._setup.code_file
+        return code_file is not None and code_file.waiting()
+
+    def exited(self) -> bool:
+        """It ended by itself (or was run or closed): it can run nothing now."""
+        return self._sandbox.exited()
+
+    def hand_over(self, code: bytes) -> None:
+        """Write the code into its file (``finish`` then lets the interpreter read it).
+        Raises ``SandboxError`` when the sandbox cannot take it (the caller then closes
+        it and uses another)."""
+        code_file = self._setup.code_file
+        assert code_file is not None
+        baseline = self._sandbox.cpu_time(cgroup_cpu_fd=self._setup.confinement.cpu_counter)
+        if baseline < 0 or self._sandbox.exited():
+            raise SandboxError("the warm sandbox ended before its code came")
+        code_file.write_held(code)
+        self._baseline = baseline
+        self._handed_over = True
+
+    def finish(self, plan: Plan) -> Facts:
+        """Run the sandbox, handed its code, to its end under ``plan``'s stdin, callbacks,
+        caps, deadline and CPU limit, and return the facts; raises as ``launch`` does.
+        The C core starts the clock and only then lets the interpreter read its code, so
+        the wall time and the limits count from there, and no Python code of this
+        process (a signal handler) runs between the two.  Closes it."""
+        if not self._handed_over:
+            raise RuntimeError("hand_over the code first")
+        setup = self._setup
+        try:
+            code_file = setup.code_file
+            assert code_file is not None
+            try:
+                raw = _run_core(
+                    lambda: self._sandbox.pump(
+                        **setup.pump_options(plan, self._baseline),  # type: ignore[arg-type]
+                        release_fd=code_file.fileno(),
+                    )
+                )
+            except SandboxError as exc:
+                cause = exc.__cause__
+                if getattr(cause, "stage", None) == _sandbox.STAGE_RELEASE:
+                    raise SandboxError(
+                        f"the warm sandbox could not be handed its code ({cause}); it was "
+                        "killed before its code ran"
+                    ) from cause
+                raise
+        finally:
+            self.close()
+        # After the clean-up: the cgroup's counters were read once, when it ended.
+        return _facts(raw, setup, self._baseline)
+
+    def close(self) -> None:
+        """Kill and reap the sandbox if it still runs, then release the rest."""
+        self._setup.resources.close()
+
+
+def start(plan: Plan) -> Launched:
+    """Start ``plan``'s sandbox without its code: bwrap, the init and the interpreter
+    begin at once, and the interpreter waits at its empty, held code file
+    (``_codefile``) until ``Launched.hand_over`` and ``Launched.finish``.  Raises
+    ``SandboxError`` when bwrap cannot be started."""
+    if plan.code_path is None:
+        raise ValueError("only a plan with code can start before its code")
+    setup = _set_up(plan, held=True)
+    try:
+        try:
+            options = setup.spawn_options(plan)
+            sandbox = _run_core(lambda: _sandbox.start(setup.argv, [], **options))  # type: ignore[arg-type]
+        finally:
+            _close_pass_fds(setup)
+        setup.resources.callback(sandbox.kill)
+    except BaseException:
+        setup.resources.close()
+        raise
+    return Launched(sandbox, setup)
+
+
+def launch(plan: Plan) -> Facts:
+    """Run ``plan``'s sandbox to its end and return the facts.
+
+    Raises ``SandboxError`` when bwrap cannot be started, when it could not build the
+    sandbox (it reports an exit code only for a sandbox it finished building), when the
+    init could not start the program (a program that never ran is never blamed), or when
+    the exit status was lost and nobody reported it; ``Cancelled`` when ``plan.cancel``
+    fired.  An exception from one of the plan's callbacks or a ``KeyboardInterrupt``
+    propagates.
+    In every case the sandbox is killed and reaped first.
+    """
+    setup = _set_up(plan, held=False)
+    with setup.resources:
+        try:
+            raw = _run_core(
+                lambda: _sandbox.run(
+                    setup.argv,
+                    [],
+                    **setup.spawn_options(plan),  # type: ignore[arg-type]
+                    **setup.pump_options(plan),  # type: ignore[arg-type]
+                )
+            )
+        finally:
+            _close_pass_fds(setup)
+    # After the clean-up: the cgroup's counters were read once, when it ended.
+    return _facts(raw, setup, 0.0)

@@ -1,0 +1,210 @@
+# SPDX-License-Identifier: MIT
+"""The records of one launch: the fd layout inside bwrap, the ``Plan`` an API hands the
+launcher, and the ``Facts`` it gets back (with the init's report).
+
+No I/O: the launcher (``launcher.py``) acts on these, the APIs build and read them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+from .. import _sandbox
+from .._cgroups.usage import CgroupUsage
+from .._model.cancel import CancelEvent
+from . import bwrap
+
+__all__ = ["FIRST_PAYLOAD_FD", "LIFELINE_FD", "Facts", "FdLayout", "InitReport", "Plan"]
+
+#: bwrap's status reports are a few dozen bytes; keep no more than this.
+REPORT_CAP = 64 * 1024
+
+
+#: The init's report is one short line.
+INIT_REPORT_CAP = 4096
+
+
+#: The syscall filter is always the first passed fd (``bwrap.base_options`` names it),
+#: the read end of the lifeline (``_lifeline``) the second; the payloads follow.
+LIFELINE_FD = bwrap.SECCOMP_FD + 1
+
+
+FIRST_PAYLOAD_FD = LIFELINE_FD + 1
+
+
+@dataclasses.dataclass(frozen=True)
+class FdLayout:
+    """The fd numbers inside bwrap, as the C core maps them: ``pass_fds[i]`` becomes
+    ``3 + i`` (the syscall filter first, the lifeline's read end, the payloads, the code
+    file, then the readable paths), and the capture pipes follow (bwrap's status, the
+    init's report, then the API's own captures)."""
+
+    #: The fds of the API's payloads (input files, a moved ``pyvenv.cfg``), in order.
+    payloads: tuple[int, ...]
+    #: The code file's (``--ro-bind-fd``), after the payloads; None without code.
+    code: int | None
+    #: bwrap's ``--json-status-fd``.
+    status: int
+    #: The init's ``--report-fd``.
+    report: int
+    #: The fds of the API's own capture pipes, in the order given.
+    captures: tuple[int, ...]
+    #: The readable paths' (``--ro-bind-fd``), after the code file, in ``Plan.readable``'s
+    #: order.
+    binds: tuple[int, ...] = ()
+
+    @classmethod
+    def of(
+        cls, *, payloads: int = 0, captures: int = 0, code: bool = False, binds: int = 0
+    ) -> FdLayout:
+        """The layout for that many payloads, API captures and readable paths, and a code
+        file or not."""
+        code_fd = FIRST_PAYLOAD_FD + payloads
+        first_bind = code_fd + int(code)
+        status = first_bind + binds
+        return cls(
+            payloads=tuple(range(FIRST_PAYLOAD_FD, code_fd)),
+            code=code_fd if code else None,
+            status=status,
+            report=status + 1,
+            captures=tuple(range(status + 2, status + 2 + captures)),
+            binds=tuple(range(first_bind, status)),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """One sandbox, as an API wants it.  The API numbers its fds with ``layout`` (made by
+    ``FdLayout.of`` for its payloads and captures) and gives the rest of the command line:
+    ``options`` for bwrap after the common ones, ``init_options`` for the init after the
+    common ones, and ``program``."""
+
+    layout: FdLayout
+    #: The interpreter whose directories the sandbox shows (see ``bwrap.base_options``).
+    python: str
+    options: Sequence[str]
+    init_options: Sequence[str]
+    program: Sequence[str]
+    #: Data served read-only on ``layout.payloads``, one memfd each.
+    payloads: Sequence[bytes]
+    #: Caps of the API's capture pipes, on ``layout.captures``.
+    capture_caps: Sequence[int]
+    #: The API's resource limits; ``RLIMIT_NPROC`` here is replaced by ``confine``'s choice.
+    rlimits: Sequence[tuple[int, int, int]]
+    #: The cap on processes and threads, and on the whole sandbox's memory (None: none).
+    processes: int
+    memory_total: int | None
+    stdout_cap: int
+    stderr_cap: int
+    kill_on_cap: bool
+    timeout: float
+    #: CPU seconds of the whole tree; 0: not watched.
+    cpu_limit: float = 0.0
+    #: Inodes (hard links included) the tmpfs at ``bwrap.WORKDIR`` may hold; past them
+    #: the C core kills the sandbox.  0: not watched (a plan without that tmpfs).
+    disk_inodes: int = 0
+    stdin: bytes = b""
+    #: Called with each chunk of stdout while stdin is open: bytes to write, None to close.
+    stdin_callback: Callable[[bytes], bytes | None] | None = None
+    #: Shown every kept byte of stdout and stderr, in order, as it is read.
+    on_stdout: Callable[[bytes], object] | None = None
+    on_stderr: Callable[[bytes], object] | None = None
+    cancel: CancelEvent | None = None
+    #: stdout and stderr as stripped str (None where not UTF-8): eval_in_sandbox's way.
+    text: bool = False
+    #: A directory the sandbox keeps for the API: the interpreter's files within it are
+    #: shown below ``interpreter.MOVED_ROOT`` (see ``interpreter.shown_at``).
+    moved: str | None = None
+    #: Where the Python code is shown, read-only, with ``code_mode`` (None: no code): a
+    #: code file (``_codefile``) on ``layout.code``.
+    code_path: str | None = None
+    code_mode: int = 0o444
+    #: The code; None for a plan whose sandbox starts before its code exists (warm).
+    code: bytes | None = None
+    #: Host paths bound read-only at the same path, each from the fd on ``layout.binds``
+    #: that the launch opens (``_readable.open_readable``); checked by ``check_readable``.
+    readable: Sequence[str] = ()
+    #: The API's own writable places inside the sandbox (a tmpfs), beside the devices and
+    #: ``/proc``: the only places the program may write when the kernel has Landlock.
+    writable: Sequence[str] = ()
+
+    def start_key(self) -> tuple[object, ...]:
+        """What its sandbox is made of before the code runs: two plans with the same key
+        may share a warm sandbox (their stdin, callbacks, caps, deadlines and code are
+        applied at the hand-over)."""
+        return (
+            self.layout,
+            self.python,
+            tuple(self.options),
+            tuple(self.init_options),
+            tuple(self.program),
+            tuple(self.payloads),
+            tuple(self.capture_caps),
+            tuple(tuple(item) for item in self.rlimits),
+            self.processes,
+            self.memory_total,
+            self.moved,
+            self.code_path,
+            self.code_mode,
+            tuple(self.readable),
+            tuple(self.writable),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class InitReport:
+    """What pysandbox's init said when the program ended."""
+
+    #: The program's raw wait status (exit code or signal).
+    wait_status: int
+    #: CPU seconds (user + system) of every process the init reaped.
+    cpu_time: float
+    #: Peak resident set of the largest of them, in bytes.
+    max_rss: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Facts:
+    """What happened to one sandbox that bwrap built (or that was killed while it ran)."""
+
+    raw: _sandbox.RawResult
+    #: The init's report; None when the sandbox was killed before the program ended.
+    init: InitReport | None
+    #: The contents of the API's capture pipes, and whether each passed its cap.
+    captures: list[bytes]
+    captures_truncated: list[bool]
+    #: The cgroup's counters, when the sandbox had a cgroup.
+    usage: CgroupUsage | None
+    #: CPU seconds the sandbox had used when its code was handed over (a warm sandbox's
+    #: start-up), left out of ``cpu_time``.
+    cpu_baseline: float = 0.0
+
+    @property
+    def joined_at_clone(self) -> bool:
+        """The kernel created the sandbox in its cgroup v2 group (clone3 with
+        ``CLONE_INTO_CGROUP``), rather than bwrap moving itself there before its exec."""
+        return self.raw["cgroup_joined_at_clone"]
+
+    @property
+    def killed(self) -> bool:
+        """The C core killed the sandbox: wall time, an output cap, the CPU watcher, or the
+        count of the working directory's inodes."""
+        return (
+            self.raw["timed_out"]
+            or self.raw["killed_on_cap"]
+            or self.raw["cpu_exceeded"]
+            or self.raw["disk_exceeded"]
+        )
+
+    @property
+    def cpu_time(self) -> float:
+        """CPU seconds of the whole sandbox: the cgroup's counter where there is one (it
+        counts every task that ever ran, also children nobody reaped), else the init's
+        report, else the C core's last sample of the tree."""
+        candidates = [self.raw["tree_cpu_time"], self.raw["user_time"] + self.raw["system_time"]]
+        if self.init is not None:
+            candidates.append(self.init.cpu_time)
+        if self.usage is not None and self.usage.cpu_time is not None:
+            candidates.append(self.usage.cpu_time)
+        return max(0.0, max(candidates) - self.cpu_baseline)

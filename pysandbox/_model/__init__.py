@@ -1,0 +1,11 @@
+# SPDX-License-Identifier: MIT
+"""Layer 1, the model: pysandbox's vocabulary and its pure rules.
+
+The records a caller holds (``Limits``, ``File``, ``Result``, ``Status``,
+``ProcessOutput``), the errors, the file record stream shared with the init, the rules
+that turn facts into a verdict (``classify``, ``verdict``), how records look in
+IPython and Jupyter (``display``) and the parsing of hostile input (``untrusted``,
+``escape``).  Nothing here does I/O, starts a process or touches the C core.
+
+Imports: the standard library only, and this package.
+"""

@@ -1,0 +1,91 @@
+# SPDX-License-Identifier: MIT
+"""One line that says how a run ended, for people: the command line's last line on
+stderr.  It names the limit that ended the run, so it takes the ``Limits`` too.
+
+``ok, exit 0, cpu 0.02 s, wall 0.05 s, max rss 9.1 MiB``
+``cpu_time_exceeded (limit 0.5 s), killed by SIGKILL, cpu 0.52 s, wall 0.6 s, ...``
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .limits import Limits
+from .status import Status
+
+if TYPE_CHECKING:
+    from .result import Result
+from .status import signal_name
+
+__all__ = ["LIMIT_STATUSES", "describe", "describe_parts", "size_text"]
+
+#: The statuses that mean a limit ended the run, not the program itself.
+LIMIT_STATUSES = frozenset(
+    {
+        Status.CPU_TIME_EXCEEDED,
+        Status.WALL_TIME_EXCEEDED,
+        Status.MEMORY_EXCEEDED,
+        Status.OUTPUT_EXCEEDED,
+        Status.DISK_EXCEEDED,
+    }
+)
+
+_BINARY_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+
+
+def size_text(size: int) -> str:
+    """``"1 MiB"``, ``"9.1 MiB"``, ``"512 bytes"``: bytes in the largest binary unit that fits."""
+    for name, unit in _BINARY_UNITS:
+        if size >= unit:
+            return f"{size / unit:.1f}".removesuffix(".0") + f" {name}"
+    return f"{size} bytes"
+
+
+def _limit_hit(result: Result, limits: Limits) -> str:
+    """The limit that ended a run of a ``LIMIT_STATUSES`` status, as `` (limit 1 s)``."""
+    if result.status is Status.CPU_TIME_EXCEEDED:
+        return f" (limit {limits.cpu_time:g} s)"
+    if result.status is Status.WALL_TIME_EXCEEDED:
+        return f" (limit {limits.wall_time:g} s)"
+    if result.status is Status.MEMORY_EXCEEDED:
+        return f" (limit {size_text(limits.memory)})"
+    if result.status is Status.DISK_EXCEEDED:
+        return f" (limit {size_text(limits.disk)}, {limits.disk_inodes()} files)"
+    caps = []
+    if result.stdout_truncated or not result.stderr_truncated:
+        caps.append(f"stdout limit {size_text(limits.stdout)}")
+    if result.stderr_truncated or not result.stdout_truncated:
+        caps.append(f"stderr limit {size_text(limits.stderr)}")
+    return f" ({', '.join(caps)})"
+
+
+def describe(result: Result, limits: Limits) -> str:
+    """How ``result`` ended, in one line: the status, the limit that ended it if one did,
+    the exit code or the signal, the CPU and wall time and peak RSS, and what was cut
+    short (stdout or stderr past its limit, output files left out)."""
+    return ", ".join(describe_parts(result, limits))
+
+
+def describe_parts(result: Result, limits: Limits) -> list[str]:
+    """The parts of ``describe``'s line, the status (and the limit hit) first."""
+    parts = [result.status.value]
+    if result.status in LIMIT_STATUSES:
+        parts[0] += _limit_hit(result, limits)
+    if result.signal is not None:
+        parts.append(f"killed by {signal_name(result.signal)}")
+    else:
+        parts.append(f"exit {result.returncode}")
+    parts.append(f"cpu {result.cpu_time:.2f} s")
+    parts.append(f"wall {result.wall_time:.2f} s")
+    parts.append(f"max rss {size_text(result.max_rss)}")
+    if result.status is not Status.OUTPUT_EXCEEDED:
+        if result.stdout_truncated:
+            parts.append(f"stdout truncated at {size_text(limits.stdout)}")
+        if result.stderr_truncated:
+            parts.append(f"stderr truncated at {size_text(limits.stderr)}")
+    if result.files_truncated and result.status not in LIMIT_STATUSES - {Status.MEMORY_EXCEEDED}:
+        if len(result.files) >= limits.files_out_count:
+            parts.append(f"output files left out (limit {limits.files_out_count} files)")
+        else:
+            parts.append(f"output files left out (limit {size_text(limits.files_out)})")
+    return parts

@@ -1,0 +1,562 @@
+# SPDX-License-Identifier: MIT
+"""``Runner``: what a service or a batch creates once: default limits, readable paths and
+environment, a cap on the sandboxes running at once, and ``map`` for many jobs.
+
+Every call takes a slot of the Runner's ``Slots`` before its sandbox starts and gives it
+back once the sandbox is reaped; the time it waited is ``Result.queued_time`` and is not
+in ``wall_time`` (the C core starts the wall clock at the spawn, after the wait).
+
+The module is longer than 500 lines because it is the one public class ``Runner``,
+whose methods (each sync and async form of every call, ``run_job`` and ``map``) are thin
+entries with their own docstrings over ``_result``; mixins in other files would scatter
+one class's API and its shared state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import weakref
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from .._api.aio import in_thread, on_loop
+from .._api.call import Call
+from .._api.eval import eval_plan, read_output
+from .._api.run import (
+    OnOutput,
+    Stdin,
+    build_plan,
+    check_argv,
+    check_env,
+    check_output_callback,
+    check_readable,
+    finish,
+    python_program,
+)
+from .._launch.launcher import launch
+from .._launch.plan import Facts, Plan
+from .._model.cancel import AnyOf, CancelEvent
+from .._model.file import File
+from .._model.limits import Limits
+from .._model.result import ProcessOutput, Result
+from .job import Job
+from .map import map_jobs
+from .outcome import Outcome
+from .progress import Tally, check_progress, open_bar
+from .slots import Slots
+from .warm import WarmPool
+
+__all__ = ["Runner"]
+
+#: Makes a run's output callbacks once its cancel event is known (the async forms hand
+#: each chunk to the event loop and give up when that event is set).
+OutputsFor = Callable[[CancelEvent], "tuple[OnOutput, OnOutput]"]
+
+
+def _check_warm(value: object) -> int:
+    """``warm`` as an int >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"warm must be an int, not {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"warm must be at least 0, got {value!r}")
+    return int(value)
+
+
+def _check_max_concurrent(value: object) -> int:
+    """``max_concurrent`` as an int >= 1 (None: the number of CPUs)."""
+    if value is None:
+        return os.cpu_count() or 1
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"max_concurrent must be an int or None, not {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"max_concurrent must be at least 1, got {value!r}")
+    return int(value)
+
+
+class Runner:
+    """Runs sandboxes with shared defaults, at most ``max_concurrent`` at once.
+
+    :param limits: the ``Limits`` of every call that gives none (``Limits()`` when None).
+    :param readable: host paths every call may read; a call's ``readable`` adds to them.
+    :param env: variables every call gets; a call's ``env`` adds to them and wins on the
+        same name.
+    :param max_concurrent: the most sandboxes running at once (None: ``os.cpu_count()``);
+        a call beyond it waits for a slot, without counting that wait in its wall time.
+    :param warm: how many single-use sandboxes to keep started ahead of need, their
+        interpreter waiting for its code (README, *Warm sandboxes*): first for
+        ``run_python`` with this Runner's defaults, then for the kind of call last made.
+        A call of that kind takes one; the pool refills after the call returns.  0: none.
+    :raises SandboxError: ``warm`` > 0 on a host that cannot hold warm sandboxes.
+
+    ``run``, ``run_python`` and ``eval_in_sandbox`` take the module-level functions'
+    arguments, and ``run_async``, ``run_python_async`` and ``eval_in_sandbox_async`` are
+    their asyncio forms (cancelling the task kills the sandbox, or leaves the queue).
+    Thread-safe.  A context manager (``with``, ``async with``): ``close()`` kills and
+    reaps every sandbox still running (those calls raise ``Cancelled``), releases the
+    calls waiting for a slot (``Cancelled`` too), and makes later calls raise
+    ``RuntimeError``.
+    """
+
+    def __init__(
+        self,
+        *,
+        limits: Limits | None = None,
+        readable: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        max_concurrent: int | None = None,
+        warm: int = 0,
+    ) -> None:
+        if limits is not None and not isinstance(limits, Limits):
+            raise TypeError(f"limits must be a Limits or None, not {type(limits).__name__}")
+        self._limits = limits if limits is not None else Limits()
+        self._readable = check_readable(readable)
+        check_env(env)
+        self._env = dict(env or {})
+        size = _check_warm(warm)
+        self._slots = Slots(_check_max_concurrent(max_concurrent))
+        self._pool: WarmPool | None = None
+        if size:
+            program, source = python_program("", ())
+            call = Call(
+                program, code=source, limits=self._limits, readable=self._readable, env=self._env
+            )
+            plan, _ = build_plan(call)
+            self._pool = WarmPool(size, plan)
+            weakref.finalize(self, self._pool.close)
+
+    @property
+    def max_concurrent(self) -> int:
+        """The most sandboxes this Runner has running at once."""
+        return self._slots.size
+
+    @property
+    def limits(self) -> Limits:
+        """The limits of a call that gives none."""
+        return self._limits
+
+    @property
+    def readable(self) -> tuple[str, ...]:
+        """The host paths every call may read."""
+        return tuple(self._readable)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """A copy of the variables every call gets."""
+        return dict(self._env)
+
+    @property
+    def warm(self) -> int:
+        """How many warm sandboxes this Runner keeps (0: none)."""
+        return 0 if self._pool is None else self._pool.size
+
+    @property
+    def warm_ready(self) -> int:
+        """Warm sandboxes waiting for a call now (a gauge: the pool refills in the
+        background after each call)."""
+        return 0 if self._pool is None else self._pool.ready
+
+    @property
+    def running(self) -> int:
+        """Calls that hold a slot now: their sandboxes are starting, running or being
+        reaped (a gauge for a service's metrics)."""
+        return self._slots.running
+
+    @property
+    def waiting(self) -> int:
+        """Calls accepted that do not hold a slot yet: queued for one, or being checked."""
+        return self._slots.waiting
+
+    @property
+    def closed(self) -> bool:
+        """``close()`` was called."""
+        return self._slots.closed
+
+    def close(self) -> None:
+        """Kill and reap every sandbox still running and every warm one, release every
+        call waiting for a slot (each raises ``Cancelled``), and refuse new calls
+        (``RuntimeError``).
+
+        Returns once every call of other threads has ended, within the C core's 50 ms
+        tick plus the reaping.  Idempotent.
+        """
+        self._slots.close()
+        if self._pool is not None:
+            self._pool.close()
+
+    def _facts(self, plan: Plan) -> Facts:
+        """Run ``plan`` in a warm sandbox of its kind if one is waiting, else in a fresh
+        one; the pool refills for this kind once the run has ended."""
+        pool = self._pool
+        if pool is None:
+            return launch(plan)
+        try:
+            launched = pool.take(plan)
+            return launch(plan) if launched is None else launched.finish(plan)
+        finally:
+            pool.served(plan)
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Runner:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.close)
+
+    def _merged_readable(self, readable: Sequence[str]) -> list[str]:
+        """The Runner's readable paths, then the call's that are not among them."""
+        extra = check_readable(readable)
+        return self._readable + [path for path in extra if path not in self._readable]
+
+    def _merged_env(self, env: Mapping[str, str] | None) -> dict[str, str]:
+        """The Runner's variables updated with the call's."""
+        check_env(env)
+        return {**self._env, **(env or {})}
+
+    def _result(self, call: Call, outputs: OutputsFor) -> Result:
+        """One run: checked and planned with this Runner's defaults (``call.cancel`` also
+        ends the wait for a slot; ``outputs`` gives the output callbacks for the run's
+        stop event), then run once a slot is free, the wait in the result's
+        ``queued_time``."""
+        with self._slots.ticket() as ticket:
+            stop = AnyOf(call.cancel, ticket.stop)
+            on_stdout, on_stderr = outputs(stop)
+            plan, checked = build_plan(
+                dataclasses.replace(
+                    call,
+                    limits=self._limits if call.limits is None else call.limits,
+                    readable=self._merged_readable(call.readable),
+                    env=self._merged_env(call.env),
+                    cancel=stop,
+                    on_stdout=on_stdout,
+                    on_stderr=on_stderr,
+                )
+            )
+            queued = ticket.wait(call.cancel)
+            return dataclasses.replace(finish(plan, checked, self._facts), queued_time=queued)
+
+    def _eval(
+        self,
+        python_code: str,
+        mem_max_mb: int,
+        cpu_max_time_sec: int,
+        timeout_max_time_sec: float,
+        io_max_kb: int,
+        cancel: CancelEvent | None,
+    ) -> ProcessOutput:
+        """``eval_in_sandbox`` in a slot; the reference's record has no room for the wait."""
+        with self._slots.ticket() as ticket:
+            plan = eval_plan(
+                python_code,
+                mem_max_mb,
+                cpu_max_time_sec,
+                timeout_max_time_sec,
+                io_max_kb,
+                cancel=AnyOf(cancel, ticket.stop),
+            )
+            ticket.wait(cancel)
+            return read_output(self._facts(plan))
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: Stdin = None,
+        limits: Limits | None = None,
+        files: Mapping[str, bytes | File] | None = None,
+        readable: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        cancel: CancelEvent | None = None,
+        on_stdout: OnOutput = None,
+        on_stderr: OnOutput = None,
+    ) -> Result:
+        """``pysandbox.run`` in a slot of this Runner, with its defaults: ``limits`` (None:
+        the Runner's), ``readable`` and ``env`` added to the Runner's.  ``cancel`` also
+        ends a call still waiting for a slot (``Cancelled``).  The arguments are checked
+        before the wait (a ``stdin`` callback is first called, with ``b""``, then too)."""
+
+        program = check_argv(argv)
+        return self._result(
+            Call(
+                program,
+                stdin=stdin,
+                limits=limits,
+                files=files,
+                readable=readable,
+                env=env,
+                cancel=cancel,
+            ),
+            lambda _: (on_stdout, on_stderr),
+        )
+
+    def run_python(
+        self,
+        code: str,
+        *,
+        args: Sequence[str] = (),
+        stdin: Stdin = None,
+        limits: Limits | None = None,
+        files: Mapping[str, bytes | File] | None = None,
+        readable: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        cancel: CancelEvent | None = None,
+        on_stdout: OnOutput = None,
+        on_stderr: OnOutput = None,
+    ) -> Result:
+        """``pysandbox.run_python`` in a slot of this Runner, with its defaults (as ``run``)."""
+        program, source = python_program(code, args)
+        return self._result(
+            Call(
+                program,
+                code=source,
+                stdin=stdin,
+                limits=limits,
+                files=files,
+                readable=readable,
+                env=env,
+                cancel=cancel,
+            ),
+            lambda _: (on_stdout, on_stderr),
+        )
+
+    def eval_in_sandbox(
+        self,
+        python_code: str,
+        mem_max_mb: int = 100,
+        cpu_max_time_sec: int = 1,
+        timeout_max_time_sec: float = 10,
+        io_max_kb: int = 128,
+    ) -> ProcessOutput:
+        """``pysandbox.eval_in_sandbox`` in a slot of this Runner.  Its limits are its own
+        arguments, as in the reference: the Runner's defaults do not apply, and its
+        ``ProcessOutput`` does not report the wait."""
+        return self._eval(
+            python_code, mem_max_mb, cpu_max_time_sec, timeout_max_time_sec, io_max_kb, None
+        )
+
+    async def run_async(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: Stdin = None,
+        limits: Limits | None = None,
+        files: Mapping[str, bytes | File] | None = None,
+        readable: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        on_stdout: OnOutput = None,
+        on_stderr: OnOutput = None,
+    ) -> Result:
+        """``pysandbox.run_async`` in a slot of this Runner, with its defaults.  The wait
+        for a slot happens in the run's own thread: the event loop never blocks, and
+        cancelling the task while it waits takes it out of the queue."""
+        check_output_callback(on_stdout, "on_stdout")
+        check_output_callback(on_stderr, "on_stderr")
+        program = check_argv(argv)
+        loop = asyncio.get_running_loop()
+        return await in_thread(
+            lambda cancel: self._result(
+                Call(
+                    program,
+                    stdin=stdin,
+                    limits=limits,
+                    files=files,
+                    readable=readable,
+                    env=env,
+                    cancel=cancel,
+                ),
+                lambda stop: (
+                    on_loop(on_stdout, "on_stdout", loop, stop),
+                    on_loop(on_stderr, "on_stderr", loop, stop),
+                ),
+            )
+        )
+
+    async def run_python_async(
+        self,
+        code: str,
+        *,
+        args: Sequence[str] = (),
+        stdin: Stdin = None,
+        limits: Limits | None = None,
+        files: Mapping[str, bytes | File] | None = None,
+        readable: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        on_stdout: OnOutput = None,
+        on_stderr: OnOutput = None,
+    ) -> Result:
+        """``pysandbox.run_python_async`` in a slot of this Runner, as ``run_async``."""
+        check_output_callback(on_stdout, "on_stdout")
+        check_output_callback(on_stderr, "on_stderr")
+        program, source = python_program(code, args)
+        loop = asyncio.get_running_loop()
+        return await in_thread(
+            lambda cancel: self._result(
+                Call(
+                    program,
+                    code=source,
+                    stdin=stdin,
+                    limits=limits,
+                    files=files,
+                    readable=readable,
+                    env=env,
+                    cancel=cancel,
+                ),
+                lambda stop: (
+                    on_loop(on_stdout, "on_stdout", loop, stop),
+                    on_loop(on_stderr, "on_stderr", loop, stop),
+                ),
+            )
+        )
+
+    async def eval_in_sandbox_async(
+        self,
+        python_code: str,
+        mem_max_mb: int = 100,
+        cpu_max_time_sec: int = 1,
+        timeout_max_time_sec: float = 10,
+        io_max_kb: int = 128,
+    ) -> ProcessOutput:
+        """``eval_in_sandbox`` for asyncio, in a slot of this Runner: cancelling the task
+        kills the sandbox (or leaves the queue) before the cancellation propagates."""
+        eval_plan(python_code, mem_max_mb, cpu_max_time_sec, timeout_max_time_sec, io_max_kb)
+        return await in_thread(
+            lambda cancel: self._eval(
+                python_code,
+                mem_max_mb,
+                cpu_max_time_sec,
+                timeout_max_time_sec,
+                io_max_kb,
+                cancel,
+            )
+        )
+
+    def run_job(self, job: Job, *, cancel: CancelEvent | None = None) -> Outcome:
+        """Run one ``Job`` in a slot of this Runner and return its ``Outcome``: the
+        result, or the error that kept the job from one (a bad file, a host fault, a
+        cancelled run, a closed Runner), never raised.  What ``map`` does per job, and
+        what a worker of another engine can call."""
+        if not isinstance(job, Job):
+            raise TypeError(f"job must be a Job, not {type(job).__name__}")
+        try:
+            if job.argv is not None:
+                result = self.run(
+                    job.argv,
+                    stdin=job.stdin,
+                    limits=job.limits,
+                    files=job.files,
+                    readable=job.readable,
+                    env=job.env,
+                    cancel=cancel,
+                )
+            else:
+                assert job.code is not None  # Job has exactly one of argv and code
+                result = self.run_python(
+                    job.code,
+                    args=job.args,
+                    stdin=job.stdin,
+                    limits=job.limits,
+                    files=job.files,
+                    readable=job.readable,
+                    env=job.env,
+                    cancel=cancel,
+                )
+        except Exception as exc:  # Cancelled, SandboxError, a bad file: the job's own end
+            return Outcome.of_error(job.id, exc)
+        return Outcome(job.id, result)
+
+    def _answer_here(self, job: Job) -> Outcome | None:
+        """The outcome of ``job`` when this Runner gives it without a sandbox (here never:
+        None).  A cluster map answers such jobs in the caller and sends only the others to
+        its workers, whose Runners are plain ones (``_batch``'s bad lines)."""
+        return None
+
+    def map(
+        self,
+        jobs: Iterable[Job],
+        *,
+        ordered: bool = False,
+        progress: object = False,
+        client: object = None,
+    ) -> Iterator[Outcome]:
+        """Run many jobs, at most ``max_concurrent`` at once, and yield one ``Outcome`` per
+        job as each ends (``ordered=True``: in input order).
+
+        ``jobs`` is read lazily, a few jobs ahead of the runs, so it may be a generator
+        of any length.  A job that fails to run (a bad file name, a host fault) yields
+        an error outcome and the map goes on; a job without an ``id`` gets its place in
+        the input.  Leaving the loop early (``break``, an exception, ``KeyboardInterrupt``)
+        kills and reaps the running sandboxes and reads no more jobs.
+
+        :param progress: True shows a tqdm bar (``tqdm.auto``: a widget in notebooks)
+            with the count of each verdict; needs ``pip install pysandbox[progress]``,
+            else ``ImportError``.  A tqdm bar (or any object with ``update`` and
+            ``set_postfix``) is used as it is and left open.
+        :param client: a ``distributed.Client``: the jobs run on the workers of its Dask
+            cluster, each worker process with a Runner of this one's settings, so
+            ``max_concurrent`` caps each worker process (README, *Dask*); needs
+            ``pip install pysandbox[dask]``.
+        :raises TypeError: ``jobs`` is not iterable, ``ordered`` not a bool,
+            ``progress`` neither a bool nor a bar, or ``client`` not a Client; checked
+            when ``map`` is called.
+        :raises RuntimeError: the Runner is closed, or is closed during the map.
+        """
+        if isinstance(jobs, (str, bytes, Mapping)) or not isinstance(jobs, Iterable):
+            raise TypeError(f"jobs must be an iterable of Job, not {type(jobs).__name__}")
+        if not isinstance(ordered, bool):
+            raise TypeError(f"ordered must be a bool, not {type(ordered).__name__}")
+        check_progress(progress)
+        if self.closed:
+            raise RuntimeError("the Runner is closed: make a new Runner to run more")
+        if client is not None:
+            from .dask import check_client, map_on_cluster
+
+            check_client(client)
+        total = len(jobs) if isinstance(jobs, Sequence) else None
+        bar = open_bar(total) if progress is True else (None if progress is False else progress)
+        if client is not None:
+            outcomes = map_on_cluster(
+                self, client, jobs, ordered=ordered, closed=lambda: self.closed
+            )
+        else:
+            outcomes = map_jobs(
+                lambda job, cancel: self.run_job(job, cancel=cancel),
+                jobs,
+                workers=self.max_concurrent,
+                ordered=ordered,
+                closed=lambda: self.closed,
+            )
+        return _counted(outcomes, bar, owned=progress is True)
+
+
+def _counted(
+    outcomes: Generator[Outcome, None, None], bar: Any, *, owned: bool
+) -> Iterator[Outcome]:
+    """``outcomes``, each counted on ``bar`` (when there is one) as it passes; a bar the
+    map opened is closed at the end, however the loop ends."""
+    tally = Tally(bar) if bar is not None else None
+    try:
+        for outcome in outcomes:
+            if tally is not None:
+                tally.add(outcome)
+            yield outcome
+    finally:
+        outcomes.close()
+        if owned:
+            bar.close()

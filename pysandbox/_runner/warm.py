@@ -1,0 +1,238 @@
+# SPDX-License-Identifier: MIT
+"""Warm sandboxes: single-use sandboxes started ahead of need, their interpreter waiting.
+
+A ``WarmPool`` keeps up to ``size`` sandboxes of one kind (the ``Plan.start_key`` of the
+last call it served, or of the plan it was made with) started with ``_launch.start(plan)``:
+bwrap has built the sandbox, the init runs, and the interpreter has
+started and waits in the ``open`` of its code file (``_codefile``).  A call whose plan
+has the same key takes one (``take``), hands it its code and runs it to its end, exactly
+as a fresh one; each sandbox runs one call and is gone.  A call that finds none starts a
+fresh sandbox, as without a pool.
+
+A keeper thread refills the pool after a call has returned (``served``), never while it
+runs, so the refill's start-up does not compete with the call for the CPU; it starts one
+sandbox at a time.  It also retires sandboxes before the kernel would break their code
+file's lease (half of ``fs.lease-break-time``), and any that ended by themselves, and
+starts their replacements.  ``close`` kills and reaps every waiting sandbox and stops the
+thread.  A sandbox waiting here dies with this process like any other (its lifeline).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import time
+import weakref
+
+from .._launch.codefile import lease_break_seconds, lease_support
+from .._launch.launcher import Launched, start
+from .._launch.plan import Plan
+from .._model.errors import SandboxError
+
+__all__ = ["WarmPool"]
+
+#: How long the keeper waits after a failed start before it tries again.
+_RETRY_SECONDS = 1.0
+
+_pools: weakref.WeakSet[WarmPool] = weakref.WeakSet()
+
+
+def _forget_after_fork() -> None:
+    """In a child made by ``fork``: the pools' sandboxes are the parent's, not ours."""
+    for pool in list(_pools):
+        pool._forked()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def template_of(plan: Plan) -> Plan:
+    """``plan`` without what belongs to one call: the plan a warm sandbox is started for."""
+    return dataclasses.replace(
+        plan,
+        code=None,
+        stdin=b"",
+        stdin_callback=None,
+        on_stdout=None,
+        on_stderr=None,
+        cancel=None,
+    )
+
+
+class WarmPool:
+    """Up to ``size`` warm sandboxes for the kind of plan last served.  Thread-safe.
+
+    :raises SandboxError: this host cannot hold an interpreter at its code file (file
+        leases disabled, or ``fs.lease-break-time`` too short), with the fix.
+    """
+
+    def __init__(self, size: int, plan: Plan) -> None:
+        if plan.code_path is None:
+            raise ValueError("only a plan with code can be warmed")
+        reason = lease_support()
+        if reason is not None:
+            raise SandboxError(f"warm sandboxes are not possible on this host: {reason}")
+        self.size = size
+        self.max_age = lease_break_seconds() / 2
+        self._lock = threading.Condition()
+        self._ready: list[tuple[tuple[object, ...], Launched]] = []
+        self._template = template_of(plan)
+        self._key = self._template.start_key()
+        self._closed = False
+        self._failures = 0
+        self._started = 0
+        self._taken = 0
+        self._pid = os.getpid()
+        _pools.add(self)
+        self._keeper = threading.Thread(target=self._keep, name="pysandbox-warm", daemon=True)
+        self._keeper.start()
+
+    @property
+    def ready(self) -> int:
+        """Sandboxes of the kind last served whose interpreter waits for its code now."""
+        with self._lock:
+            return sum(key == self._key and launched.waiting() for key, launched in self._ready)
+
+    @property
+    def started(self) -> int:
+        """Sandboxes this pool has started so far (a gauge for tests and metrics)."""
+        with self._lock:
+            return self._started
+
+    @property
+    def taken(self) -> int:
+        """Sandboxes this pool has handed a call's code so far."""
+        with self._lock:
+            return self._taken
+
+    def take(self, plan: Plan) -> Launched | None:
+        """A waiting sandbox for ``plan``'s kind, already given ``plan.code``, or None
+        (none ready, none usable).  The caller runs it with ``finish(plan)``."""
+        if plan.code is None or plan.code_path is None:
+            return None
+        key = plan.start_key()
+        while True:
+            with self._lock:
+                if self._closed:
+                    return None
+                index = next((i for i, (k, _) in enumerate(self._ready) if k == key), None)
+                if index is None:
+                    return None
+                _, launched = self._ready.pop(index)
+            if time.monotonic() - launched.started_at < self.max_age:
+                try:
+                    launched.hand_over(plan.code)
+                except SandboxError:
+                    launched.close()
+                    continue
+                with self._lock:
+                    self._taken += 1
+                return launched
+            launched.close()
+
+    def served(self, plan: Plan) -> None:
+        """A call of ``plan``'s kind has returned: keep the pool full of that kind (the
+        sandboxes of another kind are retired).  A plan without code (``run``) changes
+        nothing: its program would run as soon as it started, so it is never warmed."""
+        if plan.code_path is None:
+            return
+        template = template_of(plan)
+        key = template.start_key()
+        with self._lock:
+            if key != self._key:
+                self._template, self._key = template, key
+                self._failures = 0
+            self._lock.notify_all()
+
+    def close(self) -> None:
+        """Kill and reap every waiting sandbox and stop refilling; returns once they are
+        gone.  Idempotent.  Call it only once no taken sandbox runs (``Runner.close``
+        first ends the calls): the keeper thread, which started every sandbox of the
+        pool, exits here, and bwrap's ``--die-with-parent`` follows the thread that
+        started it."""
+        with self._lock:
+            self._closed = True
+            self._lock.notify_all()
+        if self._pid == os.getpid() and self._keeper is not threading.current_thread():
+            self._keeper.join()
+
+    def _forked(self) -> None:
+        """Drop, without touching them, the sandboxes a forked child inherited."""
+        self._closed = True
+        self._ready = []
+        self._lock = threading.Condition()
+
+    def _keep(self) -> None:
+        """The keeper thread: retire, then refill one at a time, until closed; then
+        close every waiting sandbox.  The sandboxes are started here, and this thread
+        outlives them: bwrap's ``--die-with-parent`` would kill a sandbox whose starting
+        thread ended, before its init is reaped."""
+        while True:
+            with self._lock:
+                if self._closed:
+                    ready, self._ready = self._ready, []
+                    break
+                stale = self._stale()
+                wanted = len(self._ready) < self.size and self._failures < 3
+                template, key = self._template, self._key
+            for launched in stale:
+                launched.close()
+            if stale:
+                continue
+            if wanted:
+                self._start_one(template, key)
+                continue
+            with self._lock:
+                if not self._closed:
+                    self._lock.wait(self._next_expiry())
+        for _, launched in ready:
+            launched.close()
+
+    def _stale(self) -> list[Launched]:
+        """Take out (the lock held) the sandboxes to retire: of another kind, too old,
+        or ended by themselves."""
+        now = time.monotonic()
+        keep: list[tuple[tuple[object, ...], Launched]] = []
+        stale = []
+        for key, launched in self._ready:
+            if launched.exited():
+                # It could not wait for its code (its interpreter failed to start?): a
+                # failure, so a host that kills every one stops the refilling.
+                self._failures += 1
+                stale.append(launched)
+            elif key != self._key or now - launched.started_at >= self.max_age:
+                stale.append(launched)
+            else:
+                keep.append((key, launched))
+        self._ready = keep
+        return stale
+
+    def _next_expiry(self) -> float:
+        """Seconds until the oldest waiting sandbox must be retired (the lock held)."""
+        if not self._ready:
+            return self.max_age
+        oldest = min(launched.started_at for _, launched in self._ready)
+        return max(0.01, oldest + self.max_age - time.monotonic())
+
+    def _start_one(self, template: Plan, key: tuple[object, ...]) -> None:
+        """Start one sandbox of ``template``'s kind and add it to the pool; after three
+        failures in a row the pool stops refilling until the kind changes (the calls
+        then start fresh sandboxes, and they report what fails)."""
+        try:
+            launched = start(template)
+        except Exception:
+            with self._lock:
+                self._failures += 1
+                self._lock.wait(_RETRY_SECONDS)
+            return
+        with self._lock:
+            self._started += 1
+            self._failures = 0
+            if self._closed or key != self._key:
+                closing = True
+            else:
+                closing = False
+                self._ready.append((key, launched))
+        if closing:
+            launched.close()

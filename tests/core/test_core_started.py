@@ -1,0 +1,141 @@
+# SPDX-License-Identifier: MIT
+"""The C core's two-step form: ``_sandbox.start`` gives a ``Sandbox`` that ``pump`` runs
+to its end later (a warm sandbox), or ``kill`` (or dropping it) ends unrun."""
+
+from __future__ import annotations
+
+import fcntl
+import gc
+import os
+import time
+
+import pytest
+from support.processes import children_of
+from support.timing import KILL_LATENCY, PROMPTLY
+
+from pysandbox import _sandbox
+from pysandbox._launch import codefile as _codefile
+
+SH = "/bin/sh"
+
+
+def own_fds() -> set[int]:
+    return {int(fd) for fd in os.listdir("/proc/self/fd")}
+
+
+def started(script: str) -> _sandbox.Sandbox:
+    return _sandbox.start([SH, "-c", script], [])
+
+
+def test_pump_runs_a_started_program_to_its_end() -> None:
+    sandbox = started("read line; echo got $line")
+    assert sandbox.pid in children_of(os.getpid())
+    assert not sandbox.exited()
+    raw = sandbox.pump(stdin=b"hello\n", timeout=PROMPTLY)
+    assert raw["stdout"] == b"got hello\n"
+    assert raw["status_known"] and raw["wait_status"] == 0
+    assert sandbox.exited() and sandbox.pid == -1
+    with pytest.raises(RuntimeError, match="already run or killed"):
+        sandbox.pump(timeout=1.0)
+    sandbox.kill()  # a no-op now
+
+
+def test_kill_ends_it_unrun_and_leaves_nothing() -> None:
+    before = own_fds()
+    sandbox = started("sleep 60")
+    pid = sandbox.pid
+    sandbox.kill()
+    assert not os.path.exists(f"/proc/{pid}")  # reaped, not even a zombie
+    assert own_fds() == before
+    assert sandbox.cpu_time() == -1.0
+    with pytest.raises(RuntimeError):
+        sandbox.pump(timeout=1.0)
+
+
+def test_dropping_it_kills_and_reaps() -> None:
+    before = own_fds()
+    sandbox = started("sleep 60")
+    pid = sandbox.pid
+    del sandbox
+    gc.collect()
+    assert not os.path.exists(f"/proc/{pid}")
+    assert own_fds() == before
+
+
+def test_exited_sees_a_program_that_ended_by_itself() -> None:
+    sandbox = started("exit 3")
+    deadline = time.monotonic() + PROMPTLY
+    while not sandbox.exited() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sandbox.exited()
+    raw = sandbox.pump(timeout=PROMPTLY)
+    assert os.waitstatus_to_exitcode(raw["wait_status"]) == 3
+
+
+def test_the_clock_counts_from_since() -> None:
+    """A deadline given from an earlier moment: the run is killed that much sooner, and
+    its wall time counts from that moment."""
+    sandbox = started("sleep 60")
+    since = time.monotonic()
+    time.sleep(0.5)
+    raw = sandbox.pump(timeout=1.0, since=since)
+    assert raw["timed_out"]
+    assert 1.0 <= raw["wall_time"] < 1.0 + KILL_LATENCY
+
+
+def test_cpu_time_samples_the_running_tree() -> None:
+    sandbox = started("while :; do :; done")
+    try:
+        time.sleep(0.3)
+        first = sandbox.cpu_time()
+        time.sleep(0.3)
+        assert 0 < first < sandbox.cpu_time()
+    finally:
+        sandbox.kill()
+
+
+def test_release_fd_lets_a_held_reader_go_once_the_clock_runs() -> None:
+    """A program blocked opening a file under a write lease starts when ``pump`` gives
+    the lease up, not before."""
+    held = _codefile.CodeFile(0o444, held=True)
+    try:
+        sandbox = started(f"cat {held.path}; echo end")
+        deadline = time.monotonic() + PROMPTLY
+        while not held.waiting() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert held.waiting(), "cat did not block on the lease"
+        held.write_held(b"the code\n")
+        raw = sandbox.pump(timeout=PROMPTLY, release_fd=held.fileno())
+        assert raw["stdout"] == b"the code\nend\n"
+        assert fcntl.fcntl(held.fileno(), _codefile.F_GETLEASE) == fcntl.F_UNLCK
+    finally:
+        held.close()
+
+
+def test_a_release_that_fails_kills_the_program_first() -> None:
+    held = _codefile.CodeFile(0o444, held=True)
+    try:
+        fcntl.fcntl(held.fileno(), _codefile.F_SETLEASE, fcntl.F_UNLCK)
+        sandbox = started("sleep 60")
+        pid = sandbox.pid
+        with pytest.raises(OSError, match="giving up the code file's lease") as caught:
+            sandbox.pump(timeout=PROMPTLY, release_fd=held.fileno())
+        assert caught.value.stage == _sandbox.STAGE_RELEASE
+        assert not os.path.exists(f"/proc/{pid}")
+    finally:
+        held.close()
+
+
+@pytest.mark.no_bwrap
+def test_run_takes_neither_since_nor_release_fd() -> None:
+    for keyword in ("since", "release_fd"):
+        with pytest.raises(TypeError, match=keyword):
+            _sandbox.run([SH, "-c", "true"], [], timeout=1.0, **{keyword: 1})
+
+
+@pytest.mark.no_bwrap
+def test_sandbox_cannot_be_made_directly() -> None:
+    with pytest.raises(TypeError):
+        _sandbox.Sandbox()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="use start"):
+        type(_sandbox.start([SH, "-c", "true"], []))()

@@ -1,0 +1,47 @@
+# SPDX-License-Identifier: MIT
+"""The public API's types, as a user's type checker sees them: ``tests/test_habits.py``
+runs ``mypy --strict`` on this file against the installed package and compares each
+``reveal_type`` with the ``# R:`` comment on its line.
+
+Nothing here runs (the tests never import it): the functions only give mypy code to
+check.  The comments name each type by its public path, ``pysandbox.Result``.  mypy
+reveals a class by the module that defines it (``pysandbox._types.Result`` today), and
+the private modules are about to move, so the test reads ``pysandbox.<anything>.Name``
+as ``pysandbox.Name``: only the final component must match, and only inside pysandbox.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pysandbox
+from pysandbox import Job, Limits, Runner, run_async
+
+if TYPE_CHECKING:
+    from typing_extensions import reveal_type  # typing's own from Python 3.11 only
+
+
+def calls() -> None:
+    result = pysandbox.run(["/bin/true"])
+    reveal_type(result)  # R: pysandbox.Result
+    reveal_type(result.status)  # R: pysandbox.Status
+    reveal_type(result.stdout)  # R: bytes
+    reveal_type(pysandbox.run_python("print(1)"))  # R: pysandbox.Result
+    output = pysandbox.eval_in_sandbox("print(1)")
+    reveal_type(output)  # R: pysandbox.ProcessOutput
+    reveal_type(output.stdout)  # R: str
+    reveal_type(Limits(cpu_time=0.5, memory=128 * 2**20))  # R: pysandbox.Limits
+    reveal_type(pysandbox.selftest())  # R: pysandbox.SelftestReport
+
+
+def many() -> None:
+    with Runner(max_concurrent=2) as runner:
+        reveal_type(runner.run_python("pass"))  # R: pysandbox.Result
+        for outcome in runner.map([Job(code="print(1)")]):
+            reveal_type(outcome)  # R: pysandbox.Outcome
+            reveal_type(outcome.result)  # R: pysandbox.Result | None
+
+
+async def later() -> None:
+    reveal_type(await run_async(["/bin/true"]))  # R: pysandbox.Result
+    reveal_type(await pysandbox.run_python_async("pass"))  # R: pysandbox.Result
