@@ -40,7 +40,7 @@ import pytest
 from support.callers import Caller
 from support.describe import describe
 from support.processes import pids_with_marker
-from support.timing import ATTEMPT_SOURCE, SYSCALL_SOURCE, cpu_overshoot, slow
+from support.timing import ATTEMPT_SOURCE, SYSCALL_SOURCE, cpu, cpu_overshoot, slow
 
 from pysandbox import Limits, Result, Status
 from pysandbox._launch.bwrap import SANDBOX_ID_BASE
@@ -141,7 +141,7 @@ def attack(
     result = caller.run_python(
         attack_source(code, params),
         args=args,
-        limits=limits or Limits(wall_time=20, cpu_time=5),
+        limits=limits or Limits(wall_time=20, cpu_time=cpu(5)),
         readable=readable,
         env=env,
     )
@@ -406,7 +406,7 @@ def test_eight_sandboxes_each_get_their_full_process_count(caller: Caller) -> No
                 source,
                 args=[marker],
                 stdin=on_stdout,
-                limits=Limits(processes=16, wall_time=30, cpu_time=10),
+                limits=Limits(processes=16, wall_time=slow(10), cpu_time=cpu(10)),
             )
         except BaseException as exc:
             errors.append(exc)
@@ -418,7 +418,7 @@ def test_eight_sandboxes_each_get_their_full_process_count(caller: Caller) -> No
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=60)
+        thread.join(timeout=slow(20))
     assert errors == []
     counts = {}
     for index, result in sorted(results.items()):
@@ -472,7 +472,7 @@ def test_cpu_limit_counts_eight_busy_children(kind: str, caller: Caller) -> None
     killed once it has used the limit, not once each child has.  Checked twice: the
     tree's CPU time in the result, and what the children wrote down themselves."""
     marker = unique_marker()
-    limits = Limits(cpu_time=1, wall_time=slow(20))
+    limits = Limits(cpu_time=cpu(1), wall_time=slow(20))
     result, _ = attack(caller, BUSY_CHILDREN[kind], args=[marker], limits=limits)
     assert result.status is Status.CPU_TIME_EXCEEDED, describe(result)
     overshoot = cpu_overshoot(8)
@@ -608,7 +608,7 @@ except OSError as exc:
 
 def test_filling_the_disk_stays_in_the_sandbox(caller: Caller) -> None:
     name = unique_marker()
-    limits = Limits(disk=8 * MiB, file_size=128 * MiB, wall_time=20, cpu_time=5)
+    limits = Limits(disk=8 * MiB, file_size=128 * MiB, wall_time=20, cpu_time=cpu(5))
     host_dirs = ["/tmp", "/dev/shm", "/var/tmp", "/"]
     before = {d: os.statvfs(d) for d in host_dirs if os.path.isdir(d)}
     result, report = attack(caller, FILL_DISK, limits=limits, NAME=name)
@@ -1018,7 +1018,7 @@ def test_no_network_from_run(caller: Caller) -> None:
         result = caller.run_python(
             attack_source(NETWORK_ATTACK, params),
             stdin=on_stdout,
-            limits=Limits(wall_time=20, cpu_time=5),
+            limits=Limits(wall_time=20, cpu_time=cpu(5)),
         )
         reached = []
         for sock in (tcp, udp, tcp6):
@@ -1082,7 +1082,7 @@ except MemoryError:
 
 
 def test_rlimits_cannot_be_raised(caller: Caller) -> None:
-    limits = Limits(memory=256 * MiB, processes=48, wall_time=20, cpu_time=5)
+    limits = Limits(memory=256 * MiB, processes=48, wall_time=20, cpu_time=cpu(5))
     report = attack_ok(caller, RAISE_RLIMITS, limits=limits, MEMORY=limits.memory)
     current = report.pop("limits")
     assert isinstance(current, dict)
@@ -1297,7 +1297,7 @@ def test_python_stdlib_works_under_the_filter(caller: Caller) -> None:
     # RLIMIT_AS counts reserved address space: each of the eight threads gets a glibc
     # malloc arena that reserves 64 MiB, so the default 256 MiB sometimes refused a thread
     # ("can't start new thread", seen with Python 3.13).  This test is about the filter.
-    limits = Limits(wall_time=20, cpu_time=5, memory=1024 * MiB)
+    limits = Limits(wall_time=20, cpu_time=cpu(5), memory=1024 * MiB)
     report = attack_ok(caller, STDLIB_PROGRAM, limits=limits)
     ls = report.pop("ls")
     assert isinstance(ls, list) and {"usr", "proc", "sandbox"} <= set(ls)
@@ -1361,7 +1361,7 @@ def test_the_machines_c_compiler_works_inside(caller: Caller) -> None:
         files={"hello.c": C_PROGRAM},
         readable=link_dirs(compiler),
         env={"TMPDIR": "/sandbox"},
-        limits=Limits(memory=1024 * MiB, cpu_time=20, wall_time=40, file_size=64 * MiB),
+        limits=Limits(memory=1024 * MiB, cpu_time=cpu(20), wall_time=40, file_size=64 * MiB),
     )
     assert result.status is Status.OK, describe(result)
     assert result.stdout == b"42 7\n"

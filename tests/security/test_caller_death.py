@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 from support.processes import pids_with_marker, unique_marker
-from support.timing import slow
+from support.timing import cpu, eval_cpu, slow
 
 from pysandbox import eval_in_sandbox, run, run_python
 from pysandbox._cgroups.mounts import discover
@@ -98,7 +98,7 @@ limits = Limits(wall_time=60, cpu_time=60)
 argv = [sys.executable, "-c", program, marker]
 if api == "eval_in_sandbox":
     code = f"import os, sys\\nos.execv(sys.executable, {argv!r})"
-    pysandbox.eval_in_sandbox(code, timeout_max_time_sec=60)
+    pysandbox.eval_in_sandbox(code, cpu_max_time_sec=60, timeout_max_time_sec=60)
 elif api == "run":
     pysandbox.run(argv, limits=limits)
 elif api == "run_python":
@@ -296,7 +296,7 @@ def test_the_program_holds_no_lifeline(api: str) -> None:
     reopen it for writing through /proc/self/fd (a non-root caller's sandbox has the
     pipe's uid) and keep it from ever reaching EOF.  The program has stdio only."""
     if api == "eval_in_sandbox":
-        output = eval_in_sandbox(LIST_FDS).stdout
+        output = eval_in_sandbox(LIST_FDS, cpu_max_time_sec=eval_cpu()).stdout
     elif api == "run":
         output = run([sys.executable, "-c", LIST_FDS]).stdout.decode()
     else:
@@ -380,15 +380,20 @@ FORK_SLEEPER = "import os, time\nif os.fork() == 0:\n    time.sleep(60)\n    os.
 #: Then 5,000 bytes on stdout, and a wait for the kill.
 LOUD = FORK_SLEEPER + "time.sleep(0.3); print(chr(120) * 5000); time.sleep(60)"
 
+#: The limits of an ending that is not a CPU limit's: the CPU budget for the interpreter's
+#: start and its fork, however slow the CPUs.
+BUDGET = f"Limits(cpu_time={cpu(1)})"
+
 #: ending: (call, what the call must end with).  A call is code for the driver: it runs
 #: in a ``try`` whose exception is the outcome when it raises.
 ENDINGS: dict[str, tuple[str, str]] = {
     "ok": (
-        f"run_python({FORK_SLEEPER + 'time.sleep(0.3)'!r}).status.name",
+        f"run_python({FORK_SLEEPER + 'time.sleep(0.3)'!r}, limits={BUDGET}).status.name",
         "OK",
     ),
     "signal": (
-        f"run_python({FORK_SLEEPER + 'time.sleep(0.3); os.kill(os.getpid(), 15)'!r}).status.name",
+        f"run_python({FORK_SLEEPER + 'time.sleep(0.3); os.kill(os.getpid(), 15)'!r}, "
+        f"limits={BUDGET}).status.name",
         "SIGNALED",
     ),
     "cpu": (
@@ -400,33 +405,37 @@ ENDINGS: dict[str, tuple[str, str]] = {
         # Room for the interpreter to start and fork on a slow machine (under the VM lab's
         # emulation 0.5 s ended it before the fork), and still far below the 60 s sleep;
         # the same for the other endings by a limit.
-        f"run_python({FORK_SLEEPER + 'time.sleep(60)'!r}, limits=Limits(wall_time={slow(1.5)}))"
-        ".status.name",
+        f"run_python({FORK_SLEEPER + 'time.sleep(60)'!r}, "
+        f"limits=Limits(wall_time={slow(1.5)}, cpu_time={cpu(1)})).status.name",
         "WALL_TIME_EXCEEDED",
     ),
     "output": (
-        f"run_python({LOUD!r}, limits=Limits(stdout=1000, wall_time=30)).status.name",
+        f"run_python({LOUD!r}, limits=Limits(stdout=1000, wall_time=30, cpu_time={cpu(1)}))"
+        ".status.name",
         "OUTPUT_EXCEEDED",
     ),
     "cancel": (
-        f"run_python({FORK_SLEEPER + 'time.sleep(60)'!r}, cancel=when_running(event.set))",
+        f"run_python({FORK_SLEEPER + 'time.sleep(60)'!r}, limits={BUDGET}, "
+        "cancel=when_running(event.set))",
         "Cancelled: the run was cancelled; the sandbox was killed",
     ),
     "ctrl_c": (
-        f"run_python({FORK_SLEEPER + 'time.sleep(60)'!r}, "
+        f"run_python({FORK_SLEEPER + 'time.sleep(60)'!r}, limits={BUDGET}, "
         "cancel=when_running(lambda: os.kill(os.getpid(), signal.SIGINT)))",
         "KeyboardInterrupt",
     ),
     "eval_ok": (
-        f"eval_in_sandbox({FORK_SLEEPER + 'time.sleep(0.3); print(1)'!r}).returncode",
+        f"eval_in_sandbox({FORK_SLEEPER + 'time.sleep(0.3); print(1)'!r}, "
+        f"cpu_max_time_sec={eval_cpu()}).returncode",
         "0",
     ),
     "eval_timeout": (
-        f"eval_in_sandbox({FORK_SLEEPER + 'time.sleep(60)'!r}, timeout_max_time_sec={slow(1.5)})",
+        f"eval_in_sandbox({FORK_SLEEPER + 'time.sleep(60)'!r}, timeout_max_time_sec={slow(1.5)}, "
+        f"cpu_max_time_sec={eval_cpu()})",
         "SandboxError: Process timed out",
     ),
     "eval_output": (
-        f"eval_in_sandbox({LOUD!r}, io_max_kb=1)",
+        f"eval_in_sandbox({LOUD!r}, io_max_kb=1, cpu_max_time_sec={eval_cpu()})",
         "SandboxError: I/O buffer size exceeded",
     ),
 }

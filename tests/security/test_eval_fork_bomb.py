@@ -17,9 +17,9 @@ import uuid
 
 from support.callers import Caller
 from support.processes import pids_with_marker
-from support.timing import slow
+from support.timing import cpu, eval_cpu, slow
 
-from pysandbox import ProcessOutput
+from pysandbox import Limits, ProcessOutput
 
 BOMB = """
 import os, sys, time
@@ -44,7 +44,7 @@ AT_CAP = 50
 #: CPU cap counts the whole sandbox, and 60 forks and execs with bwrap's start-up took
 #: 3.3 s of CPU in the lab's emulated guest (0.08 s here), past eval's default of 1 s, which
 #: killed the bomb (137) before it reached its process cap.
-BOMB_CPU = 30
+BOMB_CPU = eval_cpu(30)
 
 
 def unique_marker() -> str:
@@ -93,7 +93,7 @@ def test_the_program_cannot_change_the_inits_limits(caller: Caller) -> None:
         "except OSError as exc:\n"
         "    print(exc.errno)\n"
     )
-    result = caller.run_python(code, files={"kept.txt": b"x"})
+    result = caller.run_python(code, files={"kept.txt": b"x"}, limits=Limits(cpu_time=cpu(1)))
     assert result.stdout == b"1\n"
     assert dict(result.files) == {"kept.txt": b"x"} and not result.files_truncated
 
@@ -120,7 +120,10 @@ def test_a_bomb_at_its_cap_does_not_starve_other_sandboxes(caller: Caller) -> No
         while len(pids_with_marker(marker)) < AT_CAP and time.monotonic() < deadline:
             time.sleep(0.02)
         assert len(pids_with_marker(marker)) >= AT_CAP, "the bomb never reached its cap"
-        others = [caller.eval_in_sandbox(f"print({i})").stdout for i in range(5)]
+        others = [
+            caller.eval_in_sandbox(f"print({i})", cpu_max_time_sec=eval_cpu()).stdout
+            for i in range(5)
+        ]
         still = pids_with_marker(marker)
     finally:
         for pid in pids_with_marker(marker)[:1]:

@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 from support.callers import Caller
+from support.timing import cpu
 
 from pysandbox._host import owners
 from pysandbox._launch import codefile as _codefile
@@ -40,7 +41,7 @@ from pysandbox._launch import codefile as _codefile
 #: left in both places once that process is gone.
 SET_UP = r"""
 import json, os, subprocess, sys
-outside, case, tmpdir, uid, python, package, calls = sys.argv[1:8]
+outside, case, tmpdir, uid, python, package, calls, cpu = sys.argv[1:9]
 uid = int(uid)
 if os.stat("/proc/self/ns/mnt").st_ino == int(outside):
     sys.exit("not in a mount namespace of its own: refusing to mount over /dev/shm")
@@ -80,7 +81,7 @@ def ours(directory):
 
 env = {"PATH": "/usr/bin:/bin", "TMPDIR": tmpdir}
 out = subprocess.run(
-    [python, "-I", "-c", calls, package],
+    [python, "-I", "-c", calls, package, cpu],
     user=uid, group=uid, extra_groups=[], cwd="/", env=env,
     capture_output=True, text=True, timeout=120,
 )
@@ -97,10 +98,12 @@ print(json.dumps({
 #: has room or not (``tempfile.tempdir``, as an application may set it; else tempfile's
 #: own probe would choose ``/tmp`` or the working directory when ``TMPDIR`` is full).
 CALLS = r"""
-import json, os, sys, tempfile
+import json, math, os, sys, tempfile
 tempfile.tempdir = os.environ["TMPDIR"]
 sys.path.insert(0, sys.argv[1])
-from pysandbox import eval_in_sandbox, run_python
+from pysandbox import Limits, eval_in_sandbox, run_python
+
+CPU = float(sys.argv[2])
 
 
 def attempt(call):
@@ -115,8 +118,12 @@ def ours(directory):
 
 
 report = {
-    "eval_in_sandbox": attempt(lambda: eval_in_sandbox("print(6 * 7)").stdout),
-    "run_python": attempt(lambda: run_python("print(6 * 7)").stdout.decode()),
+    "eval_in_sandbox": attempt(
+        lambda: eval_in_sandbox("print(6 * 7)", cpu_max_time_sec=math.ceil(CPU)).stdout
+    ),
+    "run_python": attempt(
+        lambda: run_python("print(6 * 7)", limits=Limits(cpu_time=CPU)).stdout.decode()
+    ),
     "during": {"/dev/shm": ours("/dev/shm"), "tmpdir": ours(os.environ["TMPDIR"])},
 }
 print(json.dumps(report))
@@ -144,7 +151,7 @@ def _in_a_mount_namespace(caller: Caller, case: str, tmpdir: Path) -> Any:
         pytest.skip("util-linux's unshare is not installed")
     outside = os.stat("/proc/self/ns/mnt").st_ino
     arguments = [str(outside), case, str(tmpdir), str(caller.uid), caller.python]
-    arguments += [str(caller.package.parent), CALLS]
+    arguments += [str(caller.package.parent), CALLS, str(cpu(1))]
     out = subprocess.run(
         [
             unshare,

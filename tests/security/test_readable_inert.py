@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 from support.callers import Caller
 from support.processes import pids_with_marker, unique_marker
-from support.timing import ATTEMPT_SOURCE, slow
+from support.timing import ATTEMPT_SOURCE, cpu, slow
 
 from pysandbox import Limits, Result, Status
 
@@ -234,7 +234,7 @@ def late_on_start(trap: Trap) -> object:
     return callback
 
 
-LIMITS = Limits(wall_time=60, cpu_time=20)
+LIMITS = Limits(wall_time=60, cpu_time=cpu(20))
 
 
 def test_run_reaches_no_host_socket_or_fifo(caller: Caller, trap: Trap) -> None:
@@ -269,9 +269,9 @@ JOB = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from pysandbox import Job, Limits, Runner
-trap, attack, marker = sys.argv[2:5]
+trap, attack, marker, budget = sys.argv[2:6]
 job = Job(argv=[sys.executable, "-c", attack, trap, marker], readable=[trap],
-          limits=Limits(wall_time=60, cpu_time=20))
+          limits=Limits(wall_time=60, cpu_time=float(budget)))
 with Runner() as runner:
     outcome = runner.run_job(job)
 result = outcome.result
@@ -307,6 +307,7 @@ def test_job_readable_reaches_no_host_socket_or_fifo(caller: Caller, trap: Trap)
             str(trap.root),
             ATTACK,
             marker,
+            str(cpu(20)),
         ],
     )
     stdout, stderr = process.communicate(timeout=slow(60))
@@ -341,6 +342,8 @@ def test_cli_readable_reaches_no_host_socket_or_fifo(caller: Caller, trap: Trap)
             str(trap.root),
             "--wall-time",
             "60",
+            "--cpu-time",
+            str(cpu(20)),
             "--",
             caller.python,
             "-c",
@@ -348,11 +351,17 @@ def test_cli_readable_reaches_no_host_socket_or_fifo(caller: Caller, trap: Trap)
             str(trap.root),
         ],
     )
-    assert process.stdout is not None
-    first = process.stdout.readline()  # the CLI passes the program's stdout through live
-    assert first == "started\n", first
-    trap.make_late()
-    stdout, stderr = process.communicate(timeout=slow(60))
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline()  # the CLI passes the program's stdout through live
+        assert first == "started\n", first
+        trap.make_late()
+        stdout, stderr = process.communicate(timeout=slow(60))
+    finally:
+        # A failed check must not leave the CLI (and its sandbox) to the next test.
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
     assert process.returncode == 0, stderr
     assert json.loads(stdout.strip().splitlines()[-1]) == expected_report()
     assert trap.reached() == []

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from support.callers import Caller
+from support.timing import cpu
 
 from pysandbox import Limits, SandboxError, Status
 
@@ -79,7 +80,10 @@ def listings(caller: Caller, readable: str) -> tuple[list[list[str]], list[str]]
     for _ in range(CALLS):
         try:
             result = caller.run_python(
-                LIST, args=[readable], readable=[readable], limits=Limits(wall_time=30)
+                LIST,
+                args=[readable],
+                readable=[readable],
+                limits=Limits(wall_time=30, cpu_time=cpu(1)),
             )
         except (ValueError, SandboxError) as exc:
             refused.append(str(exc))

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 from support.callers import run_unprivileged
 from support.describe import describe
+from support.timing import cpu, eval_cpu
 
 from pysandbox import Limits, Status, eval_in_sandbox, run_python
 
@@ -128,14 +129,16 @@ def last_json(text: str) -> dict[str, object]:
 
 def run_report(code: str, **params: object) -> dict[str, object]:
     """Run ``code`` with ``run_python``; it must end normally; its report."""
-    result = run_python(source(code, **params), limits=Limits(wall_time=30, cpu_time=10))
+    result = run_python(source(code, **params), limits=Limits(wall_time=30, cpu_time=cpu(10)))
     assert result.status is Status.OK, describe(result)
     return last_json(result.stdout.decode())
 
 
 def eval_report(code: str, **params: object) -> dict[str, object]:
     """Run ``code`` with ``eval_in_sandbox``; it must exit 0; its report."""
-    output = eval_in_sandbox(source(code, **params), timeout_max_time_sec=30)
+    output = eval_in_sandbox(
+        source(code, **params), cpu_max_time_sec=eval_cpu(10), timeout_max_time_sec=30
+    )
     assert output.returncode == 0, output.stderr
     return last_json(output.stdout)
 
@@ -163,8 +166,8 @@ NON_ROOT_DRIVER = """
 import json, os, sys
 sys.path.insert(0, SHARED)
 from pysandbox import Limits, eval_in_sandbox, run_python
-ran = run_python(CODE, limits=Limits(wall_time=30, cpu_time=10))
-evaluated = eval_in_sandbox(CODE, timeout_max_time_sec=30)
+ran = run_python(CODE, limits=Limits(wall_time=30, cpu_time=CPU))
+evaluated = eval_in_sandbox(CODE, cpu_max_time_sec=EVAL_CPU, timeout_max_time_sec=30)
 print(json.dumps({
     "uid": os.getuid(),
     "run": ran.stdout.decode(errors="replace"),
@@ -180,7 +183,12 @@ def test_other_families_are_refused_for_a_non_root_caller(
 ) -> None:
     """A non-root caller's sandbox (bwrap's user namespace) runs under the same filter."""
     python, shared = unprivileged_pysandbox
-    params = {"SHARED": str(shared), "CODE": source(PROBE)}
+    params = {
+        "SHARED": str(shared),
+        "CODE": source(PROBE),
+        "CPU": cpu(10),
+        "EVAL_CPU": eval_cpu(10),
+    }
     driver = "".join(f"{k} = {v!r}\n" for k, v in params.items()) + NON_ROOT_DRIVER
     out = run_unprivileged(python, driver, uid=UNPRIVILEGED_CALLER, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -247,7 +255,9 @@ def test_vsock_port_of_the_sandbox_stays_free_on_the_host() -> None:
         return None
 
     result = run_python(
-        source(VSOCK_SQUAT, PORT=port), stdin=on_stdout, limits=Limits(wall_time=30)
+        source(VSOCK_SQUAT, PORT=port),
+        stdin=on_stdout,
+        limits=Limits(wall_time=30, cpu_time=cpu(1)),
     )
     assert result.status is Status.OK, describe(result)
     assert host_bind == ["bound"], "the sandbox held a port of the host's vsock space"

@@ -48,6 +48,7 @@ from contextlib import contextmanager
 import pytest
 from support.describe import describe
 from support.processes import pids_with_marker, unique_marker
+from support.timing import cpu
 
 from pysandbox import Limits, Result, Status, eval_in_sandbox, run_python
 from pysandbox._api.eval import OPEN_FILES
@@ -56,7 +57,7 @@ from pysandbox._cgroups.probe import probe as cgroup_probe
 
 MiB = 2**20
 #: A cap far below what the attacks hold without it (about 385 MB for TCP here).
-LIMITS = Limits(memory=96 * MiB, disk=8 * MiB, wall_time=60, cpu_time=20)
+LIMITS = Limits(memory=96 * MiB, disk=8 * MiB, wall_time=60, cpu_time=cpu(20))
 CAP = LIMITS.memory + LIMITS.disk
 #: Larger than any ``net.core.[rw]mem_max``: the kernel grants its own maximum.
 BUFFER = 2**30

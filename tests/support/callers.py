@@ -39,6 +39,7 @@ import pytest
 import pysandbox
 from pysandbox import File, Limits, ProcessOutput, Result, SandboxError, Status
 from pysandbox._cgroups.probe import probe as cgroup_probe
+from support.timing import slow
 
 #: The record a call returns.
 Record = TypeVar("Record", Result, ProcessOutput)
@@ -57,7 +58,7 @@ UID_BLOCKS = 256
 
 #: The time a driver may take beyond the wall limit of its call: starting the system
 #: interpreter, importing pysandbox, and reporting, on a slow machine.
-DRIVER_SLACK = 60.0
+DRIVER_SLACK = slow(20)
 
 #: The exceptions of the API that the driver's caller re-raises as they are.
 RAISED: dict[str, type[Exception]] = {
