@@ -270,6 +270,20 @@ def test_every_source_file_names_its_licence_in_an_spdx_line() -> None:
     assert checked > 200 and not missing, missing
 
 
+def test_every_path_the_documents_name_exists() -> None:
+    """A path of the tree that README, CONTRIBUTING or DESIGN names (a test, a module, a
+    script) is there: after a move, a document cannot send a reader to an old path."""
+    named = re.compile(r"(?<![\w./])((?:tests|pysandbox|scripts|src|benchmarks|lab)/[\w./-]*\w)")
+    built = {"pysandbox/_init"}  # compiled by setup.py into the installed package
+    missing, seen = [], 0
+    for document in ("README.rst", "CONTRIBUTING.rst", "DESIGN.rst"):
+        for path in named.findall((ROOT / document).read_text(encoding="utf-8")):
+            seen += 1
+            if path not in built and not (ROOT / path).exists():
+                missing.append(f"{document}: {path}")
+    assert seen > 30 and not missing, missing
+
+
 def _public_name(revealed: str) -> str:
     """``pysandbox.<private path>.Name`` as ``pysandbox.Name``: the comments of the typing
     examples match the final component only, so the private modules may move."""
