@@ -87,9 +87,11 @@ _PUBLIC = (
     selftest,
 )
 for _public in _PUBLIC:
-    if isinstance(_public, type):
+    if isinstance(_public, type) and sys.version_info >= (3, 10):
         # Resolved while the defining module is still the one named, so that
         # typing.get_type_hints (dataclass tools) works on them from their new home.
+        # Python 3.9 cannot evaluate the ``X | None`` annotations at all, wherever the
+        # class lives, so there they stay strings.
         _public.__annotations__ = get_type_hints(_public)
     _public.__module__ = __name__
 

@@ -174,7 +174,8 @@ def test_public_names_live_in_pysandbox_and_their_type_hints_resolve() -> None:
             continue
         value = getattr(pysandbox, name)
         assert value.__module__ == "pysandbox", name
-        if isinstance(value, type):
+        if isinstance(value, type) and sys.version_info >= (3, 10):
+            # 3.9 cannot evaluate ``X | None`` at all (it never could, before the move).
             typing.get_type_hints(value)
     assert repr(Status.OK) == "<Status.OK: 'ok'>"
     assert pickle.dumps(Limits()).count(b"pysandbox._") == 0
