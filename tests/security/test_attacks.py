@@ -448,7 +448,7 @@ BUSY_CHILDREN = {
 for child in range(8):
     if os.fork() == 0:
         burn(child)
-time.sleep(30)
+time.sleep(3600)
 """,
     # Orphans: their parent exits at once, so they are no longer the program's
     # descendants but the init's, while the program sleeps.
@@ -461,7 +461,7 @@ if os.fork() == 0:
             burn(child)
     os._exit(0)
 os.wait()
-time.sleep(30)
+time.sleep(3600)
 """,
 }
 

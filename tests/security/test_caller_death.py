@@ -376,13 +376,13 @@ def test_dead_callers_cgroups_are_removed_by_the_next_run() -> None:
 
 #: The start of every program below: a child that would sleep for a minute, so that
 #: "everything has exited" covers what the program left behind as well.
-FORK_SLEEPER = "import os, time\nif os.fork() == 0:\n    time.sleep(60)\n    os._exit(0)\n"
+FORK_SLEEPER = "import os, time\nif os.fork() == 0:\n    time.sleep(3600)\n    os._exit(0)\n"
 #: Then 5,000 bytes on stdout, and a wait for the kill.
 LOUD = FORK_SLEEPER + "time.sleep(0.3); print(chr(120) * 5000); time.sleep(60)"
 
 #: The limits of an ending that is not a CPU limit's: the CPU budget for the interpreter's
 #: start and its fork, however slow the CPUs.
-BUDGET = f"Limits(cpu_time={cpu(1)})"
+BUDGET = f"Limits(cpu_time={cpu(1)}, wall_time={slow(20)})"
 
 #: ending: (call, what the call must end with).  A call is code for the driver: it runs
 #: in a ``try`` whose exception is the outcome when it raises.
@@ -398,14 +398,14 @@ ENDINGS: dict[str, tuple[str, str]] = {
     ),
     "cpu": (
         f"run_python({FORK_SLEEPER + 'while True: pass'!r}, "
-        f"limits=Limits(cpu_time={slow(0.3)}, wall_time=30)).status.name",
+        f"limits=Limits(cpu_time={cpu(0.3)}, wall_time={slow(10)})).status.name",
         "CPU_TIME_EXCEEDED",
     ),
     "wall": (
         # Room for the interpreter to start and fork on a slow machine (under the VM lab's
-        # emulation 0.5 s ended it before the fork), and still far below the 60 s sleep;
+        # emulation 0.5 s ended it before the fork), and still far below the hour's sleep;
         # the same for the other endings by a limit.
-        f"run_python({FORK_SLEEPER + 'time.sleep(60)'!r}, "
+        f"run_python({FORK_SLEEPER + 'time.sleep(3600)'!r}, "
         f"limits=Limits(wall_time={slow(1.5)}, cpu_time={cpu(1)})).status.name",
         "WALL_TIME_EXCEEDED",
     ),
@@ -415,12 +415,12 @@ ENDINGS: dict[str, tuple[str, str]] = {
         "OUTPUT_EXCEEDED",
     ),
     "cancel": (
-        f"run_python({FORK_SLEEPER + 'time.sleep(60)'!r}, limits={BUDGET}, "
+        f"run_python({FORK_SLEEPER + 'time.sleep(3600)'!r}, limits={BUDGET}, "
         "cancel=when_running(event.set))",
         "Cancelled: the run was cancelled; the sandbox was killed",
     ),
     "ctrl_c": (
-        f"run_python({FORK_SLEEPER + 'time.sleep(60)'!r}, limits={BUDGET}, "
+        f"run_python({FORK_SLEEPER + 'time.sleep(3600)'!r}, limits={BUDGET}, "
         "cancel=when_running(lambda: os.kill(os.getpid(), signal.SIGINT)))",
         "KeyboardInterrupt",
     ),
@@ -430,7 +430,7 @@ ENDINGS: dict[str, tuple[str, str]] = {
         "0",
     ),
     "eval_timeout": (
-        f"eval_in_sandbox({FORK_SLEEPER + 'time.sleep(60)'!r}, timeout_max_time_sec={slow(1.5)}, "
+        f"eval_in_sandbox({FORK_SLEEPER + 'time.sleep(3600)'!r}, timeout_max_time_sec={slow(1.5)}, "
         f"cpu_max_time_sec={eval_cpu()})",
         "SandboxError: Process timed out",
     ),

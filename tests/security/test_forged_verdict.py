@@ -47,7 +47,7 @@ def _assert_escaped(text: str) -> None:
 
 
 def test_a_failure_message_shows_the_programs_escapes_escaped(caller: Caller) -> None:
-    result = caller.run_python(FORGER, limits=Limits(cpu_time=cpu(0.3)))
+    result = caller.run_python(FORGER, limits=Limits(cpu_time=cpu(0.3), wall_time=slow(20)))
     assert result.status.name == "CPU_TIME_EXCEEDED"
     with pytest.raises(SandboxFailure) as failure:
         result.check()
@@ -59,7 +59,7 @@ from pysandbox import Limits
 FORGER = {FORGER!r}
 
 def test_forger(sandbox):
-    sandbox.run_python(FORGER, limits=Limits(cpu_time={cpu(0.3)})).check()
+    sandbox.run_python(FORGER, limits=Limits(cpu_time={cpu(0.3)}, wall_time={slow(20)})).check()
 """
 
 
@@ -100,7 +100,9 @@ def _on_a_pty(*args: str) -> tuple[int, bytes]:
 
 
 def test_on_a_terminal_the_real_verdict_shows_and_the_fake_one_is_escaped() -> None:
-    status, seen = _on_a_pty("python", "--cpu-time", str(cpu(0.3)), "-c", FORGER)
+    status, seen = _on_a_pty(
+        "python", "--cpu-time", str(cpu(0.3)), "--wall-time", str(slow(20)), "-c", FORGER
+    )
     assert status == 124
     shown = seen.decode()
     *program, last = shown.rstrip("\r\n").split("\r\n")
@@ -112,7 +114,7 @@ def test_on_a_terminal_the_real_verdict_shows_and_the_fake_one_is_escaped() -> N
 
 
 def test_to_a_pipe_the_output_stays_byte_exact() -> None:
-    done = cli("python", "--cpu-time", str(cpu(0.3)), "-c", FORGER)
+    done = cli("python", "--cpu-time", str(cpu(0.3)), "--wall-time", str(slow(20)), "-c", FORGER)
     assert done.returncode == 124
     assert done.stdout.startswith(b"\x1b]52;c;ZXZpbA==\x07\x1b[2J\x1b[8mhidden\n"), done.stdout
     assert done.stderr.decode().splitlines()[-1].startswith("pysandbox: cpu_time_exceeded")

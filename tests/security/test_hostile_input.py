@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from support.batch import by_id, summary
 from support.cli import assert_usage_error, cli
 from support.inner_pytest import run_pytest
+from support.timing import cpu
 
 from pysandbox import Job, Outcome
 from pysandbox._model.units import parse_count, parse_seconds, parse_size
@@ -208,7 +209,11 @@ def test_a_hostile_results_file_is_refused_untouched(tmp_path: Path) -> None:
 
 def _hostile_batch(tmp_path: Path) -> Path:
     """Good jobs with the hostile lines between them."""
-    good = [json.dumps({"id": f"good{n}", "python": f"print({n})"}).encode() for n in range(3)]
+    budget = {"cpu_time": cpu(1)}
+    good = [
+        json.dumps({"id": f"good{n}", "python": f"print({n})", "limits": budget}).encode()
+        for n in range(3)
+    ]
     lines = [good[0], *LINES[:10], good[1], *LINES[10:], good[2]]
     jobs = tmp_path / "jobs.jsonl"
     jobs.write_bytes(b"\n".join(lines) + b"\n")

@@ -133,6 +133,8 @@ def test_an_unswapped_symlink_binds_what_it_leads_to(
     real_dir(world_readable_dir / "real")
     (world_readable_dir / "link").symlink_to(world_readable_dir / "real")
     readable = str(world_readable_dir / "link")
-    result = caller.run_python(LIST, args=[readable], readable=[readable])
+    result = caller.run_python(
+        LIST, args=[readable], readable=[readable], limits=Limits(cpu_time=cpu(1))
+    )
     assert result.status is Status.OK, result.stderr
     assert json.loads(result.stdout) == ["real.txt"]

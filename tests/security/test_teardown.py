@@ -27,7 +27,7 @@ import time
 import pytest
 from support.callers import Caller
 from support.processes import pids_with_marker, survivors, unique_marker
-from support.timing import KILL_LATENCY
+from support.timing import KILL_LATENCY, SLOWDOWN, cpu
 
 from pysandbox import Limits, Result, Status
 from pysandbox._model.limits import DISK_BYTES_PER_INODE, MIN_DISK_INODES
@@ -75,13 +75,13 @@ def _the_program(marker: str, within: float = 60.0) -> int:
 @pytest.mark.skipif(os.geteuid() != 0, reason="the tracer must be root to seize any sandbox")
 def test_the_call_returns_only_once_the_sandbox_is_gone(caller: Caller) -> None:
     marker = unique_marker()
-    wall = 1.0
+    wall = SLOWDOWN / 3  # 1 s on real hardware: room to start and print under emulation
     outcome: dict[str, object] = {}
 
     def call() -> None:
         try:
             outcome["result"] = caller.run_python(
-                WAITS, args=[marker], limits=Limits(wall_time=wall)
+                WAITS, args=[marker], limits=Limits(wall_time=wall, cpu_time=cpu(1))
             )
         except BaseException as exc:  # reported by the main thread
             outcome["error"] = exc
