@@ -48,8 +48,11 @@ BOMB_CPU = eval_cpu(30)
 
 
 def unique_marker() -> str:
-    """A duration that ``sleep`` accepts (30 s) and that no other process has in argv."""
-    return f"30.{uuid.uuid4().int % 10**15:015d}"
+    """A duration that ``sleep`` accepts and that no other process has in argv: an hour,
+    so that the bomb's children outlive the test however slow the machine (30 s ran out
+    in the lab's emulated guest while the other sandboxes started); the sandbox's end
+    kills them."""
+    return f"3600.{uuid.uuid4().int % 10**15:015d}"
 
 
 def bomb(marker: str, hold: bool = False) -> str:
