@@ -441,7 +441,10 @@ def reserved_uids() -> Iterator[range]:
         first = NONROOT_UID_BASE + UIDS_PER_WORKER * index
         block = range(first, first + UIDS_PER_WORKER)
         path = os.path.join(tempfile.gettempdir(), f"pysandbox-test-uids-{index}.lock")
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except PermissionError:
+            continue  # another user's session made this block's lock: not ours to take
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
