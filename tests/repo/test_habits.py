@@ -15,11 +15,11 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.sdist import sdist_names
 
 import pysandbox
 
@@ -348,14 +348,7 @@ def test_sdist_has_the_habits_and_not_the_lab(tmp_path: Path) -> None:
     """The sdist carries the documents, the task list and the typing examples; the VM
     lab, a maintainers' harness that builds a guest as root, stays out (and no wheel
     holds anything but the package)."""
-    subprocess.run(
-        [sys.executable, "-m", "build", "--sdist", "--outdir", str(tmp_path), str(ROOT)],
-        check=True,
-        capture_output=True,
-    )
-    (sdist,) = tmp_path.glob("pysandbox-*.tar.gz")
-    with tarfile.open(sdist) as tar:
-        names = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
+    names = sdist_names()
     for required in (
         "CHANGELOG.rst",
         "DESIGN.rst",

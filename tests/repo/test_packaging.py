@@ -10,10 +10,10 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
+from support.sdist import built_sdist, sdist_names
 
 from pysandbox import _sandbox
 
@@ -155,14 +155,8 @@ def test_typed_package() -> None:
 
 @pytest.mark.slow
 def test_sdist_builds_and_contains_the_sources(tmp_path: Path) -> None:
-    subprocess.run(
-        [sys.executable, "-m", "build", "--sdist", "--outdir", str(tmp_path), str(ROOT)],
-        check=True,
-        capture_output=True,
-    )
-    (sdist,) = tmp_path.glob("pysandbox-*.tar.gz")
-    with tarfile.open(sdist) as tar:
-        names = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
+    sdist = built_sdist()
+    names = sdist_names()
     for required in (
         "src/module.c",
         "src/spawn.c",
