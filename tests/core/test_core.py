@@ -12,6 +12,7 @@ import threading
 
 import pytest
 from support.processes import children_of
+from support.sanitizers import UNDER_ASAN
 from support.timing import KILL_LATENCY, PROMPTLY, cpu_overshoot
 
 from pysandbox import _sandbox
@@ -423,8 +424,6 @@ def test_a_large_capture_lands_in_huge_pages(text: bool) -> None:
 # output.c reads a stream whose cap is in [DIRECT_MIN, DIRECT_MAX] straight into its
 # final object, and keeps that object when the result is DIRECT_KEEP_MIN bytes or more.
 DIRECT_MIN, DIRECT_MAX, DIRECT_KEEP_MIN = 4 * 2**20, 2**30, 256 * 1024
-# ASan (sanitize.sh) aborts where malloc would fail, and its realloc always copies.
-UNDER_ASAN = "libasan" in os.environ.get("LD_PRELOAD", "")
 ASCII_SPACE = " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
 
 

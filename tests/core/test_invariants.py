@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 import pytest
 from support.processes import children_of, pids_with_marker, survivors
+from support.sanitizers import UNDER_ASAN
 from support.timing import KILL_LATENCY, PROMPTLY, slow
 
 from pysandbox import ProcessOutput, SandboxError, eval_in_sandbox
@@ -668,7 +669,10 @@ def test_1000_calls_leak_nothing() -> None:
     assert len(fds_after) == len(fds_before), fd_diff(fds_before, fds_after)
     assert children_of(os.getpid()) == [], "a child (or zombie) was left behind"
     growth = rss_after - rss_before
-    assert growth < 5 * 1024, f"RSS grew by {growth} KiB over 1000 calls"
+    # Under ASan the quarantine keeps freed blocks resident, so RSS grows without a leak
+    # (CI saw 10.7 MiB); there the C unit tests' LeakSanitizer runs check for leaks.
+    if not UNDER_ASAN:
+        assert growth < 5 * 1024, f"RSS grew by {growth} KiB over 1000 calls"
 
 
 # --------------------------------------------------------------------------- 10. caps exact
