@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""The checkout's sdist, built once per test process: building one takes seconds, and
-more than one test reads it."""
+"""The checkout's sdist, and the wheel built from it, each built once per test process:
+building one takes seconds (the wheel compiles the C core), and more than one test
+reads them."""
 
 from __future__ import annotations
 
@@ -30,6 +31,22 @@ def built_sdist() -> Path:
     )
     (sdist,) = out.glob("pysandbox-*.tar.gz")
     return sdist
+
+
+@functools.cache
+def built_wheel() -> Path:
+    """The path of the wheel ``pip wheel`` builds from ``built_sdist()`` (as an installer
+    from PyPI would), in a private folder removed when the process exits."""
+    out = Path(tempfile.mkdtemp(prefix="pysandbox-wheel-"))
+    atexit.register(shutil.rmtree, out, True)
+    pip_wheel = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out)]
+    subprocess.run(
+        [*pip_wheel, str(built_sdist())],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = out.glob("pysandbox-*.whl")
+    return wheel
 
 
 def sdist_names() -> set[str]:
