@@ -16,7 +16,7 @@ BENCHMARKS ?= core run capture warm runner join
 BENCH_ARGS ?= --quick
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test-fast test lint fmt sanitize stress cgroup-v2 bench clean
+.PHONY: help setup test-fast test lint fmt docs sanitize stress cgroup-v2 bench clean
 
 help: ## list the targets
 	@awk -F ':.*## ' '/^[a-z0-9-]+:.*## / { printf "  %-10s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -40,6 +40,12 @@ fmt: ## fix what ruff can, format the Python and the C
 	$(BIN)/ruff check --fix . && $(BIN)/ruff format .
 	$(BIN)/clang-format -i $(C_SOURCES)
 
+# Sphinx runs from docs/ so that autodoc imports the installed package (the compiled core
+# is only there), which is reinstalled first so the API reference is the tree's.
+docs: ## reinstall, then the documentation site into docs/_build/html, warnings as errors
+	PYSANDBOX_STRICT=1 $(BIN)/python -m pip install -q .
+	cd docs && ../$(BIN)/python -m sphinx -W --keep-going -b html . _build/html
+
 sanitize: ## the C-heavy tests under ASan and UBSan (scripts/sanitize.sh)
 	bash scripts/sanitize.sh $(ARGS)
 
@@ -53,5 +59,5 @@ bench: ## the benchmarks, quick (BENCH_ARGS= for full runs, BENCHMARKS=run for o
 	for name in $(BENCHMARKS); do $(BIN)/python benchmarks/bench_$$name.py $(BENCH_ARGS) || exit; done
 
 clean: ## build outputs and caches (not the virtual environments)
-	rm -rf build dist *.egg-info pysandbox/_init pysandbox/*.so .mypy_cache .ruff_cache .pytest_cache
+	rm -rf build dist docs/_build *.egg-info pysandbox/_init pysandbox/*.so .mypy_cache .ruff_cache .pytest_cache
 	find . -path './.venv*' -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 from support.cli import SCRIPT, TIMEOUT, WITH_DEFAULT_SIGINT, assert_usage_error, cli
+from support.docs import DOCS, README, code_blocks
 from support.processes import pids_with_marker, survivors, unique_marker
 from support.timing import PROMPTLY
 
 from pysandbox import Result
 
-README = Path(__file__).resolve().parents[2] / "README.rst"
 MODULE = (sys.executable, "-m", "pysandbox")
 
 
@@ -401,11 +401,15 @@ def test_demo_command_runs_the_reference_demo() -> None:
     assert done.stdout.decode().rstrip().endswith("Returncode: 42")
 
 
-# ---- the README's examples ---------------------------------------------------------
+# ---- the documents' examples: the README's quick start, the guide's pages -----------
 
-CONSOLE_BLOCKS = re.findall(
-    r"\.\. code-block:: console\n\n((?:(?: {3,}.*)?\n)+)", README.read_text()
-)
+#: Every console block, in reading order (the README's, then the pages'), each in one
+#: shell of its own in one scratch folder.
+CONSOLE_BLOCKS = [
+    block
+    for document in (README, DOCS / "shell.rst", DOCS / "graders.rst")
+    for block in code_blocks("console", document)
+]
 #: What changes from run to run: times and sizes, in the verdict line and in the JSON.
 MEASURES = [
     (re.compile(r"\b(cpu|wall) [0-9.]+ s\b"), r"\1 N s"),
@@ -421,7 +425,7 @@ def _measures_masked(text: str) -> str:
     return text
 
 
-def test_readme_command_line_examples_print_what_they_show(tmp_path: Path) -> None:
+def test_documented_command_line_examples_print_what_they_show(tmp_path: Path) -> None:
     """Each console block runs in one shell, in order, in a scratch directory: its
     output (stdout and stderr as a terminal interleaves them) is the block's lines
     that are not ``$`` commands."""

@@ -6,7 +6,6 @@ as it arrives, the verdict, limits, files, the stored result, usage errors, inte
 from __future__ import annotations
 
 import io
-import re
 import subprocess
 import sys
 import textwrap
@@ -17,6 +16,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import CapturedIO, capture_output
+from support.docs import DOCS, README, code_blocks
 from support.processes import survivors, unique_marker
 from support.timing import PROMPTLY
 
@@ -201,20 +201,30 @@ def test_help_prints_the_options_and_runs_nothing(shell: InteractiveShell) -> No
     assert captured.outputs == []
 
 
-README = Path(__file__).resolve().parents[2] / "README.rst"
-README_CELLS = re.findall(r"\.\. code-block:: ipython\n\n((?:(?: {3,}.*)?\n)+)", README.read_text())
-README_SCORES = "ana,78\nbob,91\ncyd,64\n"
+NOTEBOOK_CELLS = code_blocks("ipython", DOCS / "notebooks.rst")
+NOTEBOOK_SCORES = "ana,78\nbob,91\ncyd,64\n"
 
 
-def test_the_readme_cells_run_as_it_says(shell: InteractiveShell) -> None:
-    """The README's notebook cells, in order, in a real shell, with its ``scores.csv``."""
-    Path("scores.csv").write_text(README_SCORES)
-    assert len(README_CELLS) == 2
+def test_the_notebook_page_cells_run_as_it_says(shell: InteractiveShell) -> None:
+    """The notebooks page's cells, in order, in a real shell, with its ``scores.csv``."""
+    Path("scores.csv").write_text(NOTEBOOK_SCORES)
+    assert len(NOTEBOOK_CELLS) == 2
     with capture_output() as captured:
-        for cell in README_CELLS:
+        for cell in NOTEBOOK_CELLS:
             assert shell.run_cell(textwrap.dedent(cell)).success
     assert captured.stdout.endswith("3 rows; best: 91\n")
     verdict = _verdict(captured)
     assert verdict.startswith("pysandbox: ok, exit 0, cpu ")
-    assert verdict.endswith(f"; files: scores.csv ({len(README_SCORES)} bytes)")
+    assert verdict.endswith(f"; files: scores.csv ({len(NOTEBOOK_SCORES)} bytes)")
     assert shell.user_ns.pop("run").stdout == b"3 rows; best: 91\n"
+
+
+def test_the_readme_quick_start_cells_run_as_it_says(shell: InteractiveShell) -> None:
+    """The README's two cells: the extension loaded, then one sandboxed cell."""
+    cells = code_blocks("ipython", README)
+    assert len(cells) == 2
+    with capture_output() as captured:
+        for cell in cells:
+            assert shell.run_cell(textwrap.dedent(cell)).success
+    assert captured.stdout.endswith("42\n")
+    assert _verdict(captured).startswith("pysandbox: ok, exit 0, cpu ")

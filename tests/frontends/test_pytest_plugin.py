@@ -12,9 +12,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from support.docs import DOCS, README, code_blocks
 from support.inner_pytest import run_pytest
-
-README = Path(__file__).resolve().parents[2] / "README.rst"
 
 INNER_INI = """\
 [pytest]
@@ -252,11 +251,14 @@ def test_importing_pysandbox_does_not_import_pytest() -> None:
     assert imported.strip() == "[]"
 
 
-def test_the_readme_example_passes_under_pytest(tmp_path: Path) -> None:
-    blocks = re.findall(r"\.\. code-block:: python\n\n((?:(?: {3,}.*)?\n)+)", README.read_text())
+@pytest.mark.parametrize("document", [README, DOCS / "graders.rst"], ids=lambda p: p.name)
+def test_the_documented_example_passes_under_pytest(tmp_path: Path, document: Path) -> None:
+    """The one example of the document that uses the fixture: every test in it passes."""
+    blocks = code_blocks("python", document)
     (example,) = (block for block in blocks if "def test_" in block and "(sandbox" in block)
     (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = --strict-markers\n")
     (tmp_path / "test_example.py").write_text(textwrap.dedent(example))
     process = run_pytest(tmp_path)
     assert process.returncode == pytest.ExitCode.OK, process.stdout + process.stderr
-    assert re.search(r"\b2 passed\b", process.stdout), process.stdout
+    tests = example.count("def test_")
+    assert re.search(rf"\b{tests} passed\b", process.stdout), process.stdout

@@ -68,9 +68,14 @@ def test_make_help_lists_every_target() -> None:
     assert set(phony.group(1).split()) == set(targets)
 
 
+def _doc_pages() -> list[str]:
+    """The documentation site's pages, as paths from the checkout's root."""
+    return sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "docs").glob("*.rst"))
+
+
 def test_every_make_target_the_documents_name_exists() -> None:
     targets = set(_makefile_targets())
-    for document in ("CONTRIBUTING.rst", "README.rst"):
+    for document in ("CONTRIBUTING.rst", "README.rst", *_doc_pages()):
         text = (ROOT / document).read_text()
         named = set(re.findall(r"``make ([a-z0-9-]+)", text))
         named |= set(re.findall(r"^ +make ([a-z0-9-]+)", text, re.MULTILINE))
@@ -271,12 +276,15 @@ def test_every_source_file_names_its_licence_in_an_spdx_line() -> None:
 
 
 def test_every_path_the_documents_name_exists() -> None:
-    """A path of the tree that README, CONTRIBUTING or DESIGN names (a test, a module, a
-    script) is there: after a move, a document cannot send a reader to an old path."""
-    named = re.compile(r"(?<![\w./])((?:tests|pysandbox|scripts|src|benchmarks|lab)/[\w./-]*\w)")
-    built = {"pysandbox/_init"}  # compiled by setup.py into the installed package
+    """A path of the tree that README, CONTRIBUTING, DESIGN or a page of the site names (a
+    test, a module, a script, a page) is there: after a move, a document cannot send a
+    reader to an old path."""
+    named = re.compile(
+        r"(?<![\w./])((?:tests|pysandbox|scripts|src|benchmarks|lab|docs)/[\w./-]*\w)"
+    )
+    built = {"pysandbox/_init", "docs/_build/html"}  # made by setup.py, by make docs
     missing, seen = [], 0
-    for document in ("README.rst", "CONTRIBUTING.rst", "DESIGN.rst"):
+    for document in ("README.rst", "CONTRIBUTING.rst", "DESIGN.rst", *_doc_pages()):
         for path in named.findall((ROOT / document).read_text(encoding="utf-8")):
             seen += 1
             if path not in built and not (ROOT / path).exists():
