@@ -20,7 +20,7 @@ is), a quarter writing 1 MiB to stdout.  The same jobs go through:
   reference: ``prlimit`` + ``bwrap`` through ``subprocess``), at the same worker counts,
   the best of them being the baseline of the ratios;
 * ``Runner(max_concurrent=N, warm=N).map(jobs)`` for the default cap and the largest
-  loop count: the same map with ``N`` warm sandboxes (README, *Warm sandboxes*), whose
+  loop count: the same map with ``N`` warm sandboxes (docs/services.rst, *Warm sandboxes*), whose
   start-up overlaps the other jobs' runs;
 * ``Runner().map(jobs, client=client)`` on a ``distributed.LocalCluster`` of two worker
   processes of one thread each, started before the clock and closed after.

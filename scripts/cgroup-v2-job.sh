@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # The job scripts/test-cgroup-v2.sh runs in the lab's guest, from the project's root.
 #
-# As root it runs the suite and the selftest the way the README tells a root service to
+# As root it runs the suite and the selftest the way docs/deployment.rst tells a root service to
 # run: in a systemd service with Delegate=yes and OOMPolicy=continue (without the
 # latter, systemd stops a service as soon as the kernel OOM-kills a process anywhere in
 # its cgroup, a sandbox over its memory cap included).  Then, as a container sees it: in
@@ -39,7 +39,7 @@ suite() {
     echo "$report"
     echo "== selftest exit $selftest"
     # A non-root caller's sandboxes spend its own per-uid epoll watches and pipe pages
-    # (README, "Kernel budgets"): that line, and only that one, says NO.
+    # (docs/security.rst, "Kernel budgets"): that line, and only that one, says NO.
     if [ "$(id -u)" != 0 ] && [ "$selftest" = 1 ] &&
         [ "$(grep -c '^\[NO ' <<<"$report")" = 1 ] &&
         grep -q '^\[NO \] kernel budgets: ' <<<"$report"; then
@@ -93,7 +93,7 @@ undelegated=0
 [ "$(grep -c '^\[NO ' <<<"$report")" = 1 ] && grep -q '^\[NO \] cgroup placement: .*did not delegate' <<<"$report" || undelegated=1
 echo "== undelegated selftest as expected: $([ "$undelegated" = 0 ] && echo yes || echo NO)"
 if id -u lab >/dev/null 2>&1; then
-    # A non-root caller in a group that is not its own (the README shows this report).
+    # A non-root caller in a group that is not its own (docs/deployment.rst shows this report).
     echo "== selftest as lab (uid $(id -u lab)) in $(cut -d: -f3 /proc/self/cgroup)"
     runuser -u lab -- .venv/bin/python -I -m pysandbox --selftest
     echo "== (exit $?: 1 expected)"

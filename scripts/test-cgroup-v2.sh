@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # The whole test suite and the selftest on a real cgroup v2 + systemd host: a Debian 12
 # guest of the VM lab (lab/, see lab/README.rst), as root in a system service
-# with the README's unit lines, then as root in a cgroup namespace (a container's view),
+# with the unit lines of docs/deployment.rst, then as root in a cgroup namespace (a container's view),
 # and as a non-root user in a delegated scope (systemd-run --user --scope -p
 # Delegate=yes).  Every selftest line must be [yes] in each (scripts/cgroup-v2-job.sh).
 #

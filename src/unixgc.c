@@ -30,7 +30,7 @@
  * the worker may still be freeing its files.  Where a memory cgroup counts
  * the sandbox, _cgroup.py sees that memory in the group and waits with
  * sbx_unix_gc_pass (the module's unix_gc_pass) until it is gone; without
- * one, nothing tells, and the README says so.
+ * one, nothing tells, and docs/security.rst says so.
  */
 #define _GNU_SOURCE
 #include "sandbox.h"

@@ -200,7 +200,7 @@ def _check_budgets() -> Check:
     if os.geteuid() == 0:
         return Check("kernel budgets", True, detail)
     # The kernel counts these per uid with no per-namespace limit, and a non-root
-    # caller's sandbox runs as the caller's uid (README, "Kernel budgets").
+    # caller's sandbox runs as the caller's uid (docs/security.rst, "Kernel budgets").
     shared = ", ".join(f"{name} {_sysctl(name)}" for name in _PER_UID_SYSCTLS)
     detail += f"; but its sandboxes spend this uid's own per-uid budgets ({shared})"
     return Check("kernel budgets", False, detail, _PER_UID_FIX)

@@ -195,7 +195,7 @@ def add_batch_options(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "jobs",
         metavar="JOBS.jsonl",
-        help="one JSON job per line (the README's schema); '-': our stdin",
+        help="one JSON job per line (schema: docs/graders.rst); '-': our stdin",
     )
     command.add_argument(
         "--out",
@@ -214,8 +214,8 @@ def add_batch_options(command: argparse.ArgumentParser) -> None:
         type=whole_number(0),
         default=0,
         metavar="K",
-        help="keep K sandboxes started ahead of the jobs (README: Warm sandboxes), in each "
-        "worker process with --scheduler (default: 0, none)",
+        help="keep K sandboxes started ahead of the jobs (docs/services.rst: Warm sandboxes), "
+        "in each worker process with --scheduler (default: 0, none)",
     )
     command.add_argument(
         "--scheduler",

@@ -7,7 +7,8 @@ it counts exactly this sandbox's processes and memory, tmpfs pages included.  El
 sandbox's own (drawn afresh for every sandbox); for a non-root caller it is the
 caller's, so the cap is set above the caller's current count.  Without a memory
 cgroup, the memory limit is the per-process ``RLIMIT_AS`` alone.  ``Confinement``
-says which mechanism did what, for ``selftest`` and for the README's security model.
+says which mechanism did what, for ``selftest`` and for the security model
+(docs/security.rst).
 """
 
 from __future__ import annotations

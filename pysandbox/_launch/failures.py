@@ -90,8 +90,8 @@ def bwrap_report(report: bytes) -> dict[str, object]:
 
 #: What to do about a program the init could not start, by the errno of the failure.
 _START_FIXES = {
-    errno.ENOENT: "give a path that exists inside the sandbox (see README, What the code "
-    "sees), or bind the program's directory with readable=",
+    errno.ENOENT: "give a path that exists inside the sandbox (see docs/services.rst, What the "
+    "code sees), or bind the program's directory with readable=",
     errno.EACCES: "the program is not executable inside the sandbox: check its mode",
     errno.ENOEXEC: "the program is not an executable this kernel can run",
     errno.ENOSPC: "the input files do not fit in the sandbox's working directory: raise "

@@ -43,7 +43,7 @@ RTTIME_BOUND = (100_000, 200_000)
 #: may pipe it to a host program); no POSIX message queue bytes (``mq_open`` is refused
 #: anyway), queued signals and locked memory bounded as above, no real-time priority and
 #: no nice value below the caller's.  Budgets counted per uid are then bounded per
-#: sandbox (README, "Kernel budgets").
+#: sandbox (docs/security.rst, "Kernel budgets").
 ALWAYS_RLIMITS: tuple[tuple[int, int, int], ...] = (
     (resource.RLIMIT_CORE, 0, 0),
     (resource.RLIMIT_MSGQUEUE, 0, 0),

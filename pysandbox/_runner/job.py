@@ -151,7 +151,7 @@ class Job:
 
     def to_dict(self) -> dict[str, object]:
         """The job as a JSON-ready dict: ``id``, then ``argv`` or ``python``, then only the
-        keys that differ from the defaults (the README's *Runner* section has the schema).
+        keys that differ from the defaults (docs/graders.rst, *Many jobs*, has the schema).
         ``Job.from_dict`` turns it back into an equal job."""
         data: dict[str, object] = {"id": self.id}
         if self.argv is not None:

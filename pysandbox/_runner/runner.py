@@ -86,7 +86,7 @@ class Runner:
     :param max_concurrent: the most sandboxes running at once (None: ``os.cpu_count()``);
         a call beyond it waits for a slot, without counting that wait in its wall time.
     :param warm: how many single-use sandboxes to keep started ahead of need, their
-        interpreter waiting for its code (README, *Warm sandboxes*): first for
+        interpreter waiting for its code (docs/services.rst, *Warm sandboxes*): first for
         ``run_python`` with this Runner's defaults, then for the kind of call last made.
         A call of that kind takes one; the pool refills after the call returns.  0: none.
     :raises SandboxError: ``warm`` > 0 on a host that cannot hold warm sandboxes.
@@ -510,8 +510,8 @@ class Runner:
             ``set_postfix``) is used as it is and left open.
         :param client: a ``distributed.Client``: the jobs run on the workers of its Dask
             cluster, each worker process with a Runner of this one's settings, so
-            ``max_concurrent`` caps each worker process (README, *Dask*); needs
-            ``pip install pysandbox[dask]``.
+            ``max_concurrent`` caps each worker process (docs/graders.rst, *On a Dask
+            cluster*); needs ``pip install pysandbox[dask]``.
         :raises TypeError: ``jobs`` is not iterable, ``ordered`` not a bool,
             ``progress`` neither a bool nor a bar, or ``client`` not a Client; checked
             when ``map`` is called.

@@ -58,7 +58,7 @@ def unique_name() -> str:
 
 #: eval_in_sandbox's working directory, which must hold only the code: the files of an
 #: interpreter that lives there on the host are shown at the same path below
-#: ``/.pysandbox`` (README, What is isolated), unless it could not start from there.
+#: ``/.pysandbox`` (docs/security.rst, What is isolated), unless it could not start from there.
 CODE_DIR = "/home"
 MOVED = movable(sys.executable, CODE_DIR)
 

@@ -50,7 +50,7 @@ OVERLAP_SLEEP = slow(0.5)
 CONCURRENT = 16
 #: The process cap of each run: room for every process of all sixteen sandboxes (bwrap,
 #: the init, sh, date or sleep), which a non-root caller without a cgroup of its own
-#: counts together, per uid (README).  With the default of 64, three of the sixteen
+#: counts together, per uid (docs/security.rst).  With the default of 64, three of the sixteen
 #: shells of the lab's non-root user failed with "Cannot fork".
 PROCESSES = 8 * CONCURRENT
 

@@ -103,7 +103,7 @@ print(json.dumps(probe))
 """
 
 #: Fields that differ between two fresh sandboxes of a root caller: each sandbox runs as
-#: its own uid (README, What is isolated).
+#: its own uid (docs/security.rst, What is isolated).
 _PER_SANDBOX = {"ids", "status"}
 
 

@@ -10,7 +10,7 @@ caps per sandbox, the syscall filter) and does not repeat it.
 
 Each attack runs twice, from a root caller and from a non-root one (fixture ``caller``,
 ``tests/callers.py``), with the same host-side checks.  Where the security model differs
-for a non-root caller by design (README, "Security model"; ``pysandbox/_launch/confine.py``:
+for a non-root caller by design (docs/security.rst; ``pysandbox/_launch/confine.py``:
 no cgroup, so no total memory cap and a process cap per uid; the sandbox runs as the
 caller's uid in a user namespace), the test says so and checks what holds instead.
 
@@ -379,7 +379,7 @@ while time.monotonic() < deadline:
 def test_eight_sandboxes_each_get_their_full_process_count(caller: Caller) -> None:
     """Eight sandboxes with ``processes=16`` each hold 12 children at the same moment:
     a root caller's cap is per sandbox, not per uid.  A non-root caller's cap is per uid
-    by design (``RLIMIT_NPROC``; README): eight callers of eight uids each get theirs."""
+    by design (``RLIMIT_NPROC``; docs/security.rst): eight callers of eight uids each get theirs."""
     sandboxes, want = 8, 12
     callers = caller.peers(sandboxes)
     marker = unique_marker()
@@ -550,10 +550,10 @@ def test_memory_bomb_is_capped_for_the_whole_sandbox(kind: str, caller: Caller) 
     holds at most ``memory + disk`` at once, or it ends as ``MEMORY_EXCEEDED``.
 
     Without one (a non-root caller on a host that delegates it no cgroup, as on cgroup
-    v1), there is no total cap by design (README, "What is not isolated"; ``selftest``
+    v1), there is no total cap by design (docs/security.rst, "What is not isolated"; ``selftest``
     says so): what holds is that the host forks throughout and nothing outlives the call,
     and the test checks that the bomb really did hold more than the total, so that it
-    fails, and the README must change, the day this caller gets a cap."""
+    fails, and docs/security.rst must change, the day this caller gets a cap."""
     limits = Limits(memory=256 * MiB, cpu_time=slow(10), wall_time=slow(20))
     marker = unique_marker()
     with host_keeps_forking() as host:

@@ -252,7 +252,7 @@ def test_venv_at_an_application_root_shows_only_the_interpreter(
 # --------------------------------------------------------------------------- in a home directory
 
 #: eval_in_sandbox's working directory, which holds only the code, and where the sandbox
-#: shows instead the interpreter's files that live there on the host (README).
+#: shows instead the interpreter's files that live there on the host (docs/security.rst).
 CODE_DIR = Path("/home")
 MOVED_ROOT = Path("/.pysandbox")
 

@@ -12,7 +12,7 @@ any of those files, take an exclusive lock on each, and write the database.
 
 The mechanisms (``src/seccomp_filter.c``: the calls refused as on a kernel without
 them, the locks that succeed without being taken; ``pysandbox/_launch/rlimits.py``'s
-``ALWAYS_RLIMITS``) are in the README's "Kernel budgets".
+``ALWAYS_RLIMITS``) are in docs/security.rst's "Kernel budgets".
 """
 
 from __future__ import annotations
@@ -479,7 +479,7 @@ def test_pipe_pages_are_the_callers_own_budget_for_a_non_root_caller(caller: Cal
     """The kernel counts pipe pages per uid (``fs.pipe-user-pages-soft``) with no limit
     per namespace: a root caller's sandbox spends those of its own uid, a non-root
     caller's those of the caller, whose new pipes then get two pages while the sandbox
-    runs.  The gap the README ("Kernel budgets") and ``selftest`` state for a non-root
+    runs.  The gap docs/security.rst ("Kernel budgets") and ``selftest`` state for a non-root
     caller; this test fails, and they must change, the day it closes."""
     seen: dict[str, str] = {}
 

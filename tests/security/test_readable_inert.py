@@ -443,9 +443,9 @@ def test_without_landlock_a_readable_directory_is_refused(
 
 
 def test_a_readable_fifo_opened_for_reading_is_the_documented_gap(trap: Trap) -> None:
-    """What Landlock ABI 7 cannot refuse (README, Security model): opening a host FIFO
+    """What Landlock ABI 7 cannot refuse (docs/security.rst): opening a host FIFO
     below a readable directory for READING.  Kept as a test so that a kernel or a change
-    that closes it is noticed, and the README updated."""
+    that closes it is noticed, and docs/security.rst updated."""
     from pysandbox import run_python
 
     fifo = trap.root / "early" / "fifo"
@@ -459,7 +459,7 @@ def test_a_readable_fifo_opened_for_reading_is_the_documented_gap(trap: Trap) ->
     )
     result = run_python(code, readable=[str(trap.root)])
     assert result.stdout.strip() == b"opened", (
-        "reading a host FIFO is refused now: update the README's security model"
+        "reading a host FIFO is refused now: update the security model, docs/security.rst"
     )
 
 

@@ -29,7 +29,7 @@ from pysandbox._cgroups.probe import probe as cgroup_probe
 MiB = 2**20
 HAS_CGROUP = os.geteuid() == 0 and cgroup_probe().memory and cgroup_probe().pids
 needs_cgroup = pytest.mark.skipif(
-    not HAS_CGROUP, reason="no per-sandbox cgroup for this caller (see README, security model)"
+    not HAS_CGROUP, reason="no per-sandbox cgroup for this caller (see docs/security.rst)"
 )
 
 #: Children that exit unreaped (SIGCHLD ignored: the kernel reaps them) after ~20 ms of

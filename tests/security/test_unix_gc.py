@@ -8,7 +8,7 @@ core now has it run, and waits for it, after a reap that left a socket in flight
 (``src/unixgc.c``).  The sandbox below frees its cycle itself before it ends, so at the
 reap nothing is in flight while a kernel worker is still putting the memfds (about 10 ms
 for 192 MiB): the wait for those is the memory cgroup's (``_cgroups/node.py``, ``settle``), and a
-caller without one is not promised it (README, "The end of a call").  The host side
+caller without one is not promised it (docs/security.rst, "The end of a call").  The host side
 reads the kernel's count of shared memory (memfd pages are ``Shmem``) before and right
 after each call; the race is lost about every other call without the wait, so three
 calls are made.  Each attack runs as root and as a non-root caller.

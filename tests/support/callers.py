@@ -266,7 +266,7 @@ class InProcessCaller(Caller):
 
     def peers(self, count: int) -> list[Caller]:
         if not self.is_root:
-            pytest.skip("sandboxes of one non-root uid share its process count (README)")
+            pytest.skip("sandboxes of one non-root uid share its process count (docs/security.rst)")
         return [self] * count
 
     def run_script(self, script: str, *, timeout: float) -> Any:
