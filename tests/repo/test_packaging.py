@@ -174,6 +174,9 @@ def test_sdist_builds_and_contains_the_sources() -> None:
         "scripts/sanitize.sh",
         "pyproject.toml",
         "README.rst",
+        "docs/conf.py",
+        "docs/index.rst",
+        "docs/api.rst",
     ):
         assert required in names, required
     assert built_wheel().name.startswith("pysandbox-")
