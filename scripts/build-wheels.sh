@@ -39,6 +39,9 @@ git archive --format=tar --prefix=src/ "${tree:-HEAD}" | tar -x -C "$work"
 # beside zig's glibc 2.24 ones.
 mkdir "$work/include"
 cp /usr/include/seccomp.h /usr/include/seccomp-syscalls.h "$work/include/"
+# The module's init function alone is exported: the archive's seccomp_* functions would
+# be too (zig's linker has no --exclude-libs).
+echo '{ global: PyInit__sandbox; local: *; };' >"$work/exports.map"
 
 mkdir -p "$out"
 for version in 3.9 3.10 3.11 3.12 3.13; do
@@ -47,7 +50,7 @@ for version in 3.9 3.10 3.11 3.12 3.13; do
         exit 1
     }
     echo "wheel for Python $version ($python)"
-    CC="$zig" LDSHARED="$zig -shared -s" CFLAGS="-I$work/include" \
+    CC="$zig" LDSHARED="$zig -shared -s -Wl,--version-script=$work/exports.map" CFLAGS="-I$work/include" \
         PYSANDBOX_LIBSECCOMP_A="$libseccomp_a" PYSANDBOX_INIT_CC=cc \
         "$python" -m pip wheel -q --no-deps --no-cache-dir -w "$work/raw-$version" "$work/src"
     "$tools/bin/auditwheel" repair --only-plat --plat "$platform" -w "$work/wheel-$version" \

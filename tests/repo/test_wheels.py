@@ -46,7 +46,7 @@ def _python(version: str) -> str:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_wheel_is_manylinux_with_everything_inside(version: str) -> None:
+def test_wheel_is_manylinux_with_everything_inside(version: str, tmp_path: Path) -> None:
     wheel = _wheel(version)
     shown = subprocess.run(
         [str(AUDITWHEEL), "show", str(wheel)], capture_output=True, text=True, check=True
@@ -63,6 +63,15 @@ def test_wheel_is_manylinux_with_everything_inside(version: str) -> None:
     init = infos["pysandbox/_init"]
     assert (init.external_attr >> 16) & stat.S_IXUSR
     assert {"pysandbox/py.typed", "pysandbox/_sandbox.pyi"} <= set(infos)
+    # libseccomp's functions stay inside: only the module's init is exported.
+    (module,) = (name for name in infos if name.endswith(".so"))
+    library = tmp_path / "module.so"
+    with zipfile.ZipFile(wheel) as archive:
+        library.write_bytes(archive.read(module))
+    exported = subprocess.run(
+        ["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True, check=True
+    ).stdout.split()[2::3]
+    assert exported == ["PyInit__sandbox"]
     modules = {name for name in infos if name.endswith(".py")}
     sources = {str(p.relative_to(ROOT)) for p in (ROOT / "pysandbox").rglob("*.py")}
     assert modules == sources
