@@ -91,7 +91,8 @@ def _without_a_compiler(tmp_path: Path) -> dict[str, str]:
 @pytest.mark.parametrize("version", VERSIONS)
 def test_wheel_installs_and_runs_without_a_compiler(version: str, tmp_path: Path) -> None:
     wheel = _wheel(version)
-    subprocess.run([_python(version), "-m", "venv", str(tmp_path / "venv")], check=True)
+    make_venv = ROOT / "scripts" / "make-venv.sh"
+    subprocess.run(["bash", str(make_venv), _python(version), str(tmp_path / "venv")], check=True)
     env = _without_a_compiler(tmp_path)
     python = str(tmp_path / "venv" / "bin" / "python")
     subprocess.run(
