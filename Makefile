@@ -16,7 +16,7 @@ BENCHMARKS ?= core run capture warm runner join
 BENCH_ARGS ?= --quick
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test-fast test lint fmt docs sanitize stress cgroup-v2 bench clean
+.PHONY: help setup test-fast test lint fmt docs sanitize stress cgroup-v2 bench wheels clean
 
 help: ## list the targets
 	@awk -F ':.*## ' '/^[a-z0-9-]+:.*## / { printf "  %-10s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -57,6 +57,9 @@ cgroup-v2: ## the suite and the selftest in the cgroup v2 VM lab (scripts/test-c
 
 bench: ## the benchmarks, quick (BENCH_ARGS= for full runs, BENCHMARKS=run for one)
 	for name in $(BENCHMARKS); do $(BIN)/python benchmarks/bench_$$name.py $(BENCH_ARGS) || exit; done
+
+wheels: ## the manylinux wheels users install, into dist/ (scripts/build-wheels.sh)
+	bash scripts/build-wheels.sh dist
 
 clean: ## build outputs and caches (not the virtual environments)
 	rm -rf build dist docs/_build *.egg-info pysandbox/_init pysandbox/*.so .mypy_cache .ruff_cache .pytest_cache

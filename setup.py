@@ -4,10 +4,16 @@
 from __future__ import annotations
 
 import os
+import shutil
+from typing import TYPE_CHECKING
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
-from setuptools.errors import LinkError
+from setuptools.command.build_py import build_py
+from setuptools.errors import CompileError, LinkError
+
+if TYPE_CHECKING:
+    from distutils.ccompiler import CCompiler
 
 SOURCES = [
     "src/module.c",
@@ -36,40 +42,104 @@ LDFLAGS: list[str] = ["-pthread"]
 
 if os.environ.get("PYSANDBOX_STRICT"):
     CFLAGS.append("-Werror")
+# The wheels link libseccomp in (scripts/build-wheels.sh names the archive), so that
+# users need no libseccomp.so.2 of a matching version.
+LIBSECCOMP_A = os.environ.get("PYSANDBOX_LIBSECCOMP_A")
+# A compiler for the init alone: the wheels' compiler targets an old glibc and cannot
+# link statically, while the host's links a static init that needs no C library.
+INIT_CC = os.environ.get("PYSANDBOX_INIT_CC")
+#: Each header the build needs, and the packages that install it.
+HEADERS = {
+    "Python.h": "python3-dev on Debian and Ubuntu, python3-devel on Fedora",
+    "seccomp.h": "libseccomp-dev on Debian and Ubuntu, libseccomp-devel on Fedora",
+}
+
 if os.environ.get("PYSANDBOX_SANITIZE"):
     CFLAGS += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-O1", "-g"]
     LDFLAGS += ["-fsanitize=address,undefined"]
+
+
+class BuildPyFresh(build_py):
+    """Empty the package under ``build/lib`` first: setuptools copies over what a
+    previous build left there, and a module since deleted from ``pysandbox/`` shipped."""
+
+    def run(self) -> None:
+        shutil.rmtree(os.path.join(self.build_lib, "pysandbox"), ignore_errors=True)
+        super().run()
 
 
 class BuildExtAndInit(build_ext):
     """Also build ``pysandbox/_init``, the executable that runs first inside the sandbox.
 
     Linked statically where the C library allows it (no dynamic loader work on every
-    sandbox start), dynamically otherwise.
+    sandbox start), dynamically otherwise.  Every object is compiled anew: setuptools
+    would reuse one under ``build/`` older than its source, whatever flags made it.
     """
+
+    def initialize_options(self) -> None:
+        super().initialize_options()
+        self.force = True
 
     def run(self) -> None:
         super().run()
         package_dir = "pysandbox" if self.inplace else os.path.join(self.build_lib, "pysandbox")
         os.makedirs(package_dir, exist_ok=True)
         flags = [f for f in CFLAGS if f != "-fvisibility=hidden" and not f.startswith("-fsan")]
-        objects = self.compiler.compile(
+        compiler = self._init_compiler()
+        objects = compiler.compile(
             INIT_SOURCES,
             output_dir=os.path.join(self.build_temp, "init"),
             extra_postargs=[*flags, "-O2"],
         )
         try:
-            self.compiler.link_executable(
+            compiler.link_executable(
                 objects, "_init", output_dir=package_dir, extra_postargs=["-static", "-s"]
             )
         except LinkError:
-            self.compiler.link_executable(
+            compiler.link_executable(
                 objects, "_init", output_dir=package_dir, extra_postargs=["-s"]
             )
 
+    def build_extension(self, ext: Extension) -> None:
+        self._check_headers(ext)
+        super().build_extension(ext)
+
+    def _check_headers(self, ext: Extension) -> None:
+        """Fail with the package to install when a header is missing, not with a page
+        of compiler errors."""
+        temp = os.path.join(self.build_temp, "headers")
+        os.makedirs(temp, exist_ok=True)
+        # A compiler that fails on any file fails here, with its own words.
+        self.compiler.compile([self._probe(temp, "empty", "")], output_dir=temp)
+        for header, packages in HEADERS.items():
+            probe = self._probe(temp, header.replace(".", "_"), f"#include <{header}>\n")
+            try:
+                self.compiler.compile([probe], output_dir=temp, include_dirs=ext.include_dirs)
+            except CompileError:
+                raise CompileError(
+                    f"pysandbox cannot be built: {header} was not found; install {packages}"
+                ) from None
+
+    @staticmethod
+    def _probe(temp: str, name: str, text: str) -> str:
+        """A C file of ``text`` in ``temp``; its path."""
+        path = os.path.join(temp, name + ".c")
+        with open(path, "w") as file:
+            file.write(text)
+        return path
+
+    def _init_compiler(self) -> CCompiler:
+        """The compiler for the init: ``PYSANDBOX_INIT_CC`` when set, else the module's."""
+        if not INIT_CC:
+            return self.compiler
+        compiler = type(self.compiler)()
+        compiler.set_executables(compiler=INIT_CC, compiler_so=INIT_CC, linker_exe=INIT_CC)
+        compiler.force = True
+        return compiler
+
 
 setup(
-    cmdclass={"build_ext": BuildExtAndInit},
+    cmdclass={"build_ext": BuildExtAndInit, "build_py": BuildPyFresh},
     ext_modules=[
         Extension(
             "pysandbox._sandbox",
@@ -86,7 +156,8 @@ setup(
             ],
             extra_compile_args=CFLAGS,
             extra_link_args=LDFLAGS,
-            libraries=["seccomp"],
+            libraries=[] if LIBSECCOMP_A else ["seccomp"],
+            extra_objects=[LIBSECCOMP_A] if LIBSECCOMP_A else [],
         )
     ],
 )

@@ -8,8 +8,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 venv=.venv-sanitize
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -m pip install -q --upgrade pip
+bash scripts/make-venv.sh python3 "$venv"
 # Built from a copy: setuptools reuses the object files under build/ when the sources
 # are older, so a sanitized build there would end up in the next plain install.
 copy=$(mktemp -d)

@@ -34,6 +34,7 @@
 #include <sys/mman.h>
 #include <sys/personality.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #ifndef CLONE_NEWTIME
@@ -407,7 +408,9 @@ int sbx_seccomp_program(char **program, size_t *length)
     if (rc == 0)
         rc = add_rules(ctx);
     if (rc == 0) {
-        fd = memfd_create("pysandbox-seccomp", MFD_CLOEXEC);
+        /* The raw call: glibc wraps memfd_create only from 2.27, and the wheels
+         * are built against glibc 2.24 (the floor clone.c sets). */
+        fd = (int)syscall(SYS_memfd_create, "pysandbox-seccomp", MFD_CLOEXEC);
         rc = fd < 0 ? -errno : seccomp_export_bpf(ctx, fd);
     }
     if (rc == 0) {
