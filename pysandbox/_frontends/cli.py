@@ -57,10 +57,10 @@ def _selftest_command(parser: argparse.ArgumentParser, options: argparse.Namespa
     report = selftest()
     if options.json:
         checks = [dataclasses.asdict(check) for check in report.checks]
-        print(json.dumps({"ok": bool(report), "checks": checks}))
+        print(json.dumps({"ok": report.ok, "checks": checks}))
     else:
         print(report)
-    return 0 if report else EXIT_SELFTEST_FAILED
+    return 0 if report.ok else EXIT_SELFTEST_FAILED
 
 
 def _demo_command(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
