@@ -4,13 +4,12 @@ user's checker catches it before a sandbox ignores it or a call fails at run tim
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.mypy import mypy_strict
 
 EXAMPLES = Path(__file__).resolve().parent / "typing_misspelled.py"
 pytestmark = pytest.mark.no_bwrap
@@ -25,16 +24,7 @@ def test_mypy_rejects_each_misspelled_limit_keyword(tmp_path: Path) -> None:
     lines = EXAMPLES.read_text().splitlines()
     marked = {number for number, line in enumerate(lines, 1) if line.endswith("# E")}
     assert len(marked) >= 6
-    env = {k: v for k, v in os.environ.items() if k not in ("MYPYPATH", "PYTHONPATH")}
-    mypy = [sys.executable, "-m", "mypy", "--strict", "--no-error-summary"]
-    checked = subprocess.run(
-        [*mypy, "--cache-dir", str(tmp_path / "cache"), str(EXAMPLES)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    checked = mypy_strict(EXAMPLES, tmp_path)
     errors = re.findall(r"^.*?:(\d+): error: (.*)$", checked.stdout, re.MULTILINE)
     assert {int(number) for number, _ in errors} == marked, checked.stdout
     assert all("Unexpected keyword argument" in message for _, message in errors), errors
