@@ -65,3 +65,10 @@ def percentile(values: Sequence[float], fraction: float) -> float:
 def loadavg() -> str:
     """The 1, 5 and 15 minute load averages, for the header and footer of a report."""
     return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def ratio(values: Sequence[float], baseline: Sequence[float]) -> tuple[float, float]:
+    """``values`` against ``baseline``, timed in the same rounds: the ratio of their
+    medians, and the median of the ratios round by round."""
+    of_medians = statistics.median(values) / statistics.median(baseline)
+    return of_medians, statistics.median(x / y for x, y in zip(values, baseline))

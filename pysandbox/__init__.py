@@ -10,25 +10,25 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import TYPE_CHECKING, get_type_hints
 
-from ._api.eval import eval_in_sandbox
-from ._api.run import run, run_python
-from ._api.selftest import Check, SelftestReport, selftest
-from ._model import result as _result
-from ._model.cancel import Cancelled
-from ._model.errors import SandboxError
-from ._model.file import File
-from ._model.limits import Limits
-from ._model.result import ProcessOutput, Result, SandboxFailure
-from ._model.status import Status
-from ._runner.job import Job
-from ._runner.outcome import Outcome
 from ._version import __version__
 
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ._api.aio import run_async, run_python_async
+    from ._api.eval import eval_in_sandbox
+    from ._api.run import run, run_python
+    from ._api.selftest import Check, SelftestReport, selftest
     from ._frontends.ipython import load_ipython_extension
+    from ._model.cancel import Cancelled
+    from ._model.errors import SandboxError
+    from ._model.file import File
+    from ._model.limits import Limits
+    from ._model.result import ProcessOutput, Result, SandboxFailure
+    from ._model.status import Status
+    from ._runner.job import Job
+    from ._runner.outcome import Outcome
     from ._runner.runner import Runner
 
 __all__ = [
@@ -55,61 +55,77 @@ __all__ = [
     "selftest",
 ]
 
-#: Imported on first use: asyncio alone costs a command-line call about 30 ms of start-up
-#: (the Runner's async forms and map's thread pool need it), and IPython's extension is
-#: only for IPython.
+#: Every public name but ``__version__``, imported from its module when first asked for
+#: (PEP 562), so that ``import pysandbox`` and the command line load only what they use:
+#: asyncio alone costs about 30 ms of start-up, the self-test its attacks, IPython's
+#: extension is only for IPython (``tests/repo/test_import_cost.py`` keeps it so).
 _LAZY = {
+    "Cancelled": "._model.cancel",
+    "Check": "._api.selftest",
+    "File": "._model.file",
+    "Job": "._runner.job",
+    "Limits": "._model.limits",
+    "Outcome": "._runner.outcome",
+    "ProcessOutput": "._model.result",
+    "Result": "._model.result",
     "Runner": "._runner.runner",
-    "run_async": "._api.aio",
-    "run_python_async": "._api.aio",
+    "SandboxError": "._model.errors",
+    "SandboxFailure": "._model.result",
+    "SelftestReport": "._api.selftest",
+    "Status": "._model.status",
+    "eval_in_sandbox": "._api.eval",
     "load_ipython_extension": "._frontends.ipython",
+    "run": "._api.run",
+    "run_async": "._api.aio",
+    "run_python": "._api.run",
+    "run_python_async": "._api.aio",
+    "selftest": "._api.selftest",
 }
-
-#: The public classes and functions say they are ``pysandbox``'s, wherever they are
-#: defined inside it, so reprs, documentation and new pickles never depend on the
-#: internal layout (the lazy ones when first asked for, in ``__getattr__``).
-_PUBLIC = (
-    Cancelled,
-    Check,
-    File,
-    Job,
-    Limits,
-    Outcome,
-    ProcessOutput,
-    Result,
-    SandboxError,
-    SandboxFailure,
-    SelftestReport,
-    Status,
-    eval_in_sandbox,
-    run,
-    run_python,
-    selftest,
-)
-for _public in _PUBLIC:
-    if isinstance(_public, type) and sys.version_info >= (3, 10):
-        # Resolved while the defining module is still the one named, so that
-        # typing.get_type_hints (dataclass tools) works on them from their new home.
-        # Python 3.9 cannot evaluate the ``X | None`` annotations at all, wherever the
-        # class lives, so there they stay strings.
-        _public.__annotations__ = get_type_hints(_public)
-    _public.__module__ = __name__
 
 #: Pickles made by 0.1.0 name the flat modules its public classes were defined in
 #: (``tests/golden``); those names lead to the classes still.  ``_types`` also held the
-#: non-public ``FrozenFiles``, so it leads to its new module; the others to the package.
+#: non-public ``FrozenFiles``, so it leads to its new module (``_OldTypes``); the others
+#: to the package.
 for _old in ("_errors", "_file", "_job", "_limits", "_outcome", "_selftest"):
     sys.modules.setdefault(f"{__name__}.{_old}", sys.modules[__name__])
-sys.modules.setdefault(f"{__name__}._types", _result)
-del _public, _old
+del _old
 
 
 def __getattr__(name: str) -> object:
-    """The attributes of ``_LAZY``, imported when first asked for (PEP 562)."""
+    """A public name, imported when first asked for (PEP 562).
+
+    It says it is ``pysandbox``'s, wherever it is defined inside it, so reprs,
+    documentation and new pickles never depend on the internal layout.  A class's
+    annotations are resolved first, while its defining module is still the one named,
+    so that ``typing.get_type_hints`` (dataclass tools) works on it from its new home;
+    Python 3.9 cannot evaluate the ``X | None`` annotations at all, so there they stay
+    strings.
+    """
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(module, __name__), name)
+    if isinstance(value, type) and sys.version_info >= (3, 10):
+        from typing import get_type_hints
+
+        value.__annotations__ = get_type_hints(value)
     value.__module__ = __name__
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    """The module's names, the lazy ones included before they are first used."""
+    return sorted({*globals(), *_LAZY})
+
+
+class _OldTypes(type(sys)):  # type: ignore[misc]
+    """``pysandbox._types`` of 0.1.0's pickles: its names, from ``_model/result.py``."""
+
+    def __getattr__(self, name: str) -> object:
+        if name in _LAZY:
+            return __getattr__(name)
+        return getattr(importlib.import_module("._model.result", __name__), name)
+
+
+sys.modules.setdefault(f"{__name__}._types", _OldTypes(f"{__name__}._types"))

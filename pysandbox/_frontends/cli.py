@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
-import json
 import os
 import signal
 import sys
@@ -26,12 +24,10 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Callable, NoReturn
 
-from .._api.selftest import selftest
 from .._model.errors import SandboxError
 from .._version import __version__
 from .cli_batch import add_batch_options, batch_command
 from .cli_run import add_run_options, python_command, run_command
-from .demo import demo
 from .terminal import (
     EXIT_INTERRUPTED,
     EXIT_READER_GONE,
@@ -52,16 +48,29 @@ __all__ = [
 
 
 def _selftest_command(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
+    # Imported here, as json and dataclasses: the other commands need none of them.
+    import dataclasses
+    import json
+
+    from .._api.selftest import selftest
+
     report = selftest()
     if options.json:
         checks = [dataclasses.asdict(check) for check in report.checks]
-        print(json.dumps({"ok": bool(report), "checks": checks}))
+        print(json.dumps({"ok": report.ok, "checks": checks}))
     else:
         print(report)
-    return 0 if report else EXIT_SELFTEST_FAILED
+    return 0 if report.ok else EXIT_SELFTEST_FAILED
 
 
 def _demo_command(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
+    return _demo()
+
+
+def _demo() -> int:
+    """The reference demo, imported only when it runs."""
+    from .demo import demo
+
     return demo()
 
 
@@ -142,6 +151,8 @@ def _fail(options: argparse.Namespace | None, kind: str, message: str, status: i
     """Report an error that left no result: on stderr, and as JSON with ``--json``."""
     say(f"pysandbox: {kind.replace('_', ' ')}: {message}")
     if options is not None and getattr(options, "json", False):
+        import json
+
         print(json.dumps({"error": message, "kind": kind}))
     return status
 
@@ -173,7 +184,7 @@ def _dispatch(argv: list[str]) -> int:
     options: argparse.Namespace | None = None
     try:
         if not argv:
-            return demo()
+            return _demo()
         if argv[0] == "--selftest":
             argv = ["selftest", *argv[1:]]
         parser = build_parser()

@@ -5,16 +5,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import os
 import sys
 from typing import Any, BinaryIO, Callable
 
-from .._api.run import run
 from .._model.errors import SandboxError
 from .._model.units import refuse_long
-from .._model.untrusted import bounded_lines
-from .._runner.results_file import ResultsFileError
 from .options import add_limit_options, argparse_type, limits_from, pairs
 from .terminal import (
     EXIT_INTERRUPTED,
@@ -64,6 +60,8 @@ def whole_number(least: int) -> Callable[[str], int]:
 def _scheduler_address(text: str) -> str:
     """``--scheduler``: a Dask address with a host and a port (``tcp://HOST:8786``),
     checked by Dask's own parser; a usage error without Dask or with a bad address."""
+    import importlib.util
+
     if importlib.util.find_spec("distributed") is None:
         raise argparse.ArgumentTypeError("needs Dask: pip install pysandbox[dask]")
     from distributed.comm.addressing import get_address_host_port  # type: ignore[import-untyped, import-not-found, unused-ignore]
@@ -121,6 +119,8 @@ def _open_jobs(parser: argparse.ArgumentParser, path: str, out: str) -> BinaryIO
 def _job_lines(path: str) -> int | None:
     """How many non-blank lines the regular file ``path`` has (the progress bar's
     total), read in one streaming pass; None for stdin or a pipe."""
+    from .._model.untrusted import bounded_lines
+
     if path == "-" or not os.path.isfile(path):
         return None
     with open(path, "rb") as stream:  # a line of any length costs 64 KiB
@@ -128,7 +128,13 @@ def _job_lines(path: str) -> int | None:
 
 
 def batch_command(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
-    from .._runner.batch import BatchReport, job_lines, open_results, run_batch  # imports asyncio
+    # Imported here, not with the module: the parser of every command adds batch's
+    # options, and only batch runs these (asyncio among them).
+    import importlib.util
+
+    from .._api.run import run
+    from .._runner.batch import BatchReport, job_lines, open_results, run_batch
+    from .._runner.results_file import ResultsFileError
 
     if options.progress and importlib.util.find_spec("tqdm") is None:
         parser.error("--progress needs tqdm: pip install pysandbox[progress]")

@@ -12,13 +12,11 @@ import os
 import stat
 import sys
 from collections.abc import Sequence
-from typing import Callable, TextIO
+from typing import TYPE_CHECKING, Callable, TextIO
 
-from .._api.run import run, run_python
 from .._model.escape import escape_controls
 from .._model.file import File
 from .._model.limits import Limits
-from .._model.result import Result
 from .._model.verdict import LIMIT_STATUSES, describe
 from .options import add_limit_options, limits_from, pairs
 from .output_dir import OutputDir, OutputDirError, prepare, write_files
@@ -30,6 +28,9 @@ from .terminal import (
     on_terminal,
     say,
 )
+
+if TYPE_CHECKING:
+    from .._model.result import Result
 
 __all__ = [
     "add_run_options",
@@ -268,6 +269,8 @@ def run_command(parser: argparse.ArgumentParser, options: argparse.Namespace) ->
     _one_reader_of_stdin(parser, options)
 
     def start(inputs: _Inputs) -> Result:
+        from .._api.run import run  # the launch and the C core: not for --help
+
         return run(
             argv,
             stdin=inputs.stdin,
@@ -303,6 +306,8 @@ def python_command(parser: argparse.ArgumentParser, options: argparse.Namespace)
     code, args = _python_code(parser, options)
 
     def start(inputs: _Inputs) -> Result:
+        from .._api.run import run_python  # the launch and the C core: not for --help
+
         return run_python(
             code,
             args=args,

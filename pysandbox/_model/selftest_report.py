@@ -26,8 +26,13 @@ class SelftestReport:
 
     checks: tuple[Check, ...]
 
-    def __bool__(self) -> bool:
+    @property
+    def ok(self) -> bool:
+        """Whether every check held (``pysandbox selftest --json``'s ``"ok"``)."""
         return all(check.ok for check in self.checks)
+
+    def __bool__(self) -> bool:
+        return self.ok
 
     def __str__(self) -> str:
         lines = []

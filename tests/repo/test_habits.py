@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.mypy import mypy_strict
 from support.sdist import sdist_names
 
 import pysandbox
@@ -312,16 +313,7 @@ def test_typing_examples_reveal_the_types_their_comments_name(tmp_path: Path) ->
             assert comment is not None, f"examples.py:{number}: reveal_type without # R:"
             expected[number] = comment.group(1).strip()
     assert len(expected) >= 10
-    env = {k: v for k, v in os.environ.items() if k not in ("MYPYPATH", "PYTHONPATH")}
-    mypy = [sys.executable, "-m", "mypy", "-v", "--strict", "--no-error-summary"]
-    checked = subprocess.run(
-        [*mypy, "--cache-dir", str(tmp_path / "cache"), str(EXAMPLES)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    checked = mypy_strict(EXAMPLES, tmp_path, "-v")
     notes = re.findall(r"^.*?:(\d+): (\w+): (.*)$", checked.stdout, re.MULTILINE)
     assert checked.returncode == 0, checked.stdout
     assert [n for n in notes if n[1] != "note"] == [], checked.stdout

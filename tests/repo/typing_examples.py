@@ -32,6 +32,7 @@ def calls() -> None:
     reveal_type(output.stdout)  # R: str
     reveal_type(Limits(cpu_time=0.5, memory=128 * 2**20))  # R: pysandbox.Limits
     reveal_type(pysandbox.selftest())  # R: pysandbox.SelftestReport
+    reveal_type(pysandbox.selftest().ok)  # R: bool
 
 
 def many() -> None:
