@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ._model.file import File
     from ._model.limits import Limits
     from ._model.result import ProcessOutput, Result, SandboxFailure
+    from ._model.schema import FileDict, OutcomeErrorDict, OutcomeResultDict, ResultDict
     from ._model.status import Status
     from ._runner.job import Job
     from ._runner.outcome import Outcome
@@ -35,11 +36,15 @@ __all__ = [
     "Cancelled",
     "Check",
     "File",
+    "FileDict",
     "Job",
     "Limits",
     "Outcome",
+    "OutcomeErrorDict",
+    "OutcomeResultDict",
     "ProcessOutput",
     "Result",
+    "ResultDict",
     "Runner",
     "SandboxError",
     "SandboxFailure",
@@ -63,11 +68,15 @@ _LAZY = {
     "Cancelled": "._model.cancel",
     "Check": "._api.selftest",
     "File": "._model.file",
+    "FileDict": "._model.schema",
     "Job": "._runner.job",
     "Limits": "._model.limits",
     "Outcome": "._runner.outcome",
+    "OutcomeErrorDict": "._model.schema",
+    "OutcomeResultDict": "._model.schema",
     "ProcessOutput": "._model.result",
     "Result": "._model.result",
+    "ResultDict": "._model.schema",
     "Runner": "._runner.runner",
     "SandboxError": "._model.errors",
     "SandboxFailure": "._model.result",

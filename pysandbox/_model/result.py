@@ -9,7 +9,7 @@ import binascii
 import dataclasses
 import math
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from .display import (
     Pretty,
@@ -23,6 +23,9 @@ from .escape import escape_report
 from .file import File
 from .status import Status, ending
 from .untrusted import check_int, shown
+
+if TYPE_CHECKING:
+    from .schema import Encoding, FileDict, ResultDict
 
 __all__ = [
     "FrozenFiles",
@@ -94,7 +97,7 @@ class FrozenFiles(Mapping[str, bytes]):
         return type(self), (dict(self._data),)
 
 
-def encode_text(data: bytes) -> tuple[str, str]:
+def encode_text(data: bytes) -> tuple[str, Encoding]:
     """``data`` as JSON text: ``(text, "utf-8")`` when it is valid UTF-8, else base64."""
     try:
         return data.decode("utf-8"), "utf-8"
@@ -249,8 +252,9 @@ class Result:
         """``stderr`` decoded as UTF-8; ``errors`` as for ``bytes.decode``."""
         return self.stderr.decode("utf-8", errors)
 
-    def to_dict(self) -> dict[str, object]:
-        """The result as a JSON-ready dict (``json.dumps`` takes it as it is).
+    def to_dict(self) -> ResultDict:
+        """The result as a JSON-ready dict (``json.dumps`` takes it as it is), typed as
+        ``pysandbox.ResultDict``.
 
         Keys: ``status`` (the ``Status`` name, ``"OK"``), ``returncode`` and ``signal``
         (int or None), ``stdout`` and ``stderr`` (str) with ``stdout_encoding`` and
@@ -263,7 +267,7 @@ class Result:
         """
         stdout, stdout_encoding = encode_text(self.stdout)
         stderr, stderr_encoding = encode_text(self.stderr)
-        files: dict[str, dict[str, object]] = {}
+        files: dict[str, FileDict] = {}
         for name, content in self.files.items():
             data, encoding = encode_text(content)
             executable = name in self.executables

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from .._model.result import Result
 from .._model.untrusted import check_int, shown
+
+if TYPE_CHECKING:
+    from .._model.schema import OutcomeDict
 
 __all__ = ["ERROR", "Outcome"]
 
@@ -56,11 +60,14 @@ class Outcome:
     def __bool__(self) -> bool:
         return self.result is not None and bool(self.result)
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> OutcomeDict:
         """``{"id": ..., **result.to_dict()}``, or ``{"id", "error", "error_type"}``: one
-        JSON line of a batch's output."""
+        JSON line of a batch's output (``pysandbox.OutcomeResultDict`` or
+        ``pysandbox.OutcomeErrorDict``; ``"error" in`` it tells which)."""
         if self.result is not None:
             return {"id": self.id, **self.result.to_dict()}
+        # __post_init__: without a result, both are set
+        assert self.error is not None and self.error_type is not None
         return {"id": self.id, "error": self.error, "error_type": self.error_type}
 
     @classmethod

@@ -1,0 +1,69 @@
+# SPDX-License-Identifier: MIT
+"""The JSON schema of ``Result.to_dict`` and ``Outcome.to_dict``, as ``TypedDict``\\ s.
+
+Only type checkers and users who annotate with them import this module (the records
+import it under ``TYPE_CHECKING``): a typed service reads ``result.to_dict()["cpu_time"]``
+as a ``float`` without a cast, and a misspelled key is an error.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypedDict, Union
+
+__all__ = [
+    "Encoding",
+    "FileDict",
+    "OutcomeDict",
+    "OutcomeErrorDict",
+    "OutcomeResultDict",
+    "ResultDict",
+]
+
+#: How a byte string travels in JSON: its text when valid UTF-8, else base64.
+Encoding = Literal["utf-8", "base64"]
+
+
+class FileDict(TypedDict):
+    """One file of ``ResultDict["files"]``."""
+
+    data: str
+    encoding: Encoding
+    executable: bool
+
+
+class ResultDict(TypedDict):
+    """``Result.to_dict()``: every key always present."""
+
+    status: str
+    returncode: int | None
+    signal: int | None
+    stdout: str
+    stdout_encoding: Encoding
+    stdout_truncated: bool
+    stderr: str
+    stderr_encoding: Encoding
+    stderr_truncated: bool
+    wall_time: float
+    cpu_time: float
+    max_rss: int
+    files: dict[str, FileDict]
+    files_truncated: bool
+    queued_time: float
+
+
+class OutcomeResultDict(ResultDict):
+    """``Outcome.to_dict()`` of a job that ran: its id and its result's keys."""
+
+    id: str | int | None
+
+
+class OutcomeErrorDict(TypedDict):
+    """``Outcome.to_dict()`` of a job that could not run."""
+
+    id: str | int | None
+    error: str
+    error_type: str
+
+
+#: Either shape of ``Outcome.to_dict()``; ``"error" in outcome`` tells them apart.
+OutcomeDict = Union[OutcomeResultDict, OutcomeErrorDict]
