@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Generator, Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
 
@@ -23,6 +23,11 @@ from ._model.limits import Limits
 from ._model.result import Result, output_tails
 from ._model.units import LIMIT_OPTIONS
 from ._model.verdict import describe, size_text
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._api.options import AsyncPythonOptions, AsyncRunOptions, PythonOptions, RunOptions
 
 __all__ = ["SECTION_PREFIX", "Sandbox", "sandbox_report"]
 
@@ -189,13 +194,17 @@ class Sandbox:
             )
         return result
 
-    def run(self, argv: Sequence[str], *, limits: Limits | None = None, **options: Any) -> Result:
+    def run(
+        self, argv: Sequence[str], *, limits: Limits | None = None, **options: Unpack[RunOptions]
+    ) -> Result:
         """``pysandbox.run(argv, ...)`` with the test's limits unless ``limits`` is given."""
         chosen = self._limits if limits is None else limits
         result = run(argv, limits=chosen, **options)
         return self._record(_shorten(repr(list(argv))), chosen, result)
 
-    def run_python(self, code: str, *, limits: Limits | None = None, **options: Any) -> Result:
+    def run_python(
+        self, code: str, *, limits: Limits | None = None, **options: Unpack[PythonOptions]
+    ) -> Result:
         """``pysandbox.run_python(code, ...)`` with the test's limits unless ``limits``
         is given."""
         chosen = self._limits if limits is None else limits
@@ -203,7 +212,11 @@ class Sandbox:
         return self._record(_code_title(code), chosen, result)
 
     async def run_async(
-        self, argv: Sequence[str], *, limits: Limits | None = None, **options: Any
+        self,
+        argv: Sequence[str],
+        *,
+        limits: Limits | None = None,
+        **options: Unpack[AsyncRunOptions],
     ) -> Result:
         """``pysandbox.run_async(argv, ...)`` with the test's limits unless ``limits``
         is given."""
@@ -212,7 +225,7 @@ class Sandbox:
         return self._record(_shorten(repr(list(argv))), chosen, result)
 
     async def run_python_async(
-        self, code: str, *, limits: Limits | None = None, **options: Any
+        self, code: str, *, limits: Limits | None = None, **options: Unpack[AsyncPythonOptions]
     ) -> Result:
         """``pysandbox.run_python_async(code, ...)`` with the test's limits unless
         ``limits`` is given."""

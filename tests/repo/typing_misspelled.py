@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pysandbox
 from pysandbox import Job, Limits, Runner
+from pysandbox.pytest_plugin import Sandbox
 
 
 def misspelled() -> None:
@@ -29,3 +30,17 @@ def spelled_right() -> None:
     pysandbox.run_python("pass", limits=Limits(memory=2**20))
     Runner(limits=Limits())
     Job(code="pass", limits=Limits(processes=4))
+
+
+async def misspelled_in_a_grader(sandbox: Sandbox) -> None:
+    sandbox.run(["/bin/true"], stdn=b"")  # E
+    sandbox.run_python("pass", arg=["x"])  # E
+    await sandbox.run_async(["/bin/true"], cancel=None)  # E
+    await sandbox.run_python_async("pass", on_stdot=print)  # E
+
+
+async def spelled_right_in_a_grader(sandbox: Sandbox) -> None:
+    sandbox.run(["/bin/true"], stdin=b"", limits=Limits())
+    sandbox.run_python("pass", args=["x"], env={"A": "1"})
+    await sandbox.run_async(["/bin/true"], readable=["/etc"])
+    await sandbox.run_python_async("pass", on_stdout=print)
