@@ -281,7 +281,10 @@ print(json.dumps({"error": outcome.error, "stdout": result and result.stdout.dec
 
 def as_caller(caller: Caller, argv: list[str]) -> subprocess.Popen[str]:
     """``argv`` as the process of ``caller`` (its uid, its interpreter and package)."""
-    ids = {} if caller.is_root else {"user": caller.uid, "group": caller.uid, "extra_groups": []}
+    # Only a caller of another uid needs the switch (a non-root test process may not
+    # setgroups, so its own in-process caller runs as it is).
+    same = caller.uid == os.geteuid()
+    ids = {} if same else {"user": caller.uid, "group": caller.uid, "extra_groups": []}
     return subprocess.Popen(
         argv,
         stdout=subprocess.PIPE,

@@ -48,7 +48,7 @@ from contextlib import contextmanager
 import pytest
 from support.describe import describe
 from support.processes import pids_with_marker, unique_marker
-from support.timing import cpu
+from support.timing import cpu, eval_cpu, slow
 
 from pysandbox import Limits, Result, Status, eval_in_sandbox, run_python
 from pysandbox._api.eval import OPEN_FILES
@@ -352,7 +352,12 @@ def test_tcp_buffers_are_capped_for_eval_in_sandbox() -> None:
     params = {"FLOOD": TCP_FLOOD, "MARKER": marker, "BUFFER": str(BUFFER), "COUNTS": counts}
     code = "".join(f"{name} = {value!r}\n" for name, value in params.items()) + EVAL_FLOOD
     with host_samples_queues(marker) as seen:
-        output = eval_in_sandbox(code, mem_max_mb=cap // MiB, cpu_max_time_sec=30)
+        output = eval_in_sandbox(
+            code,
+            mem_max_mb=cap // MiB,
+            cpu_max_time_sec=eval_cpu(30),
+            timeout_max_time_sec=math.ceil(slow(10)),
+        )
     most = tcp_bound(cap, connections)
     assert seen["samples"] > 0 and seen["max"] <= most, (output, seen)
     lines = output.stdout.splitlines()
