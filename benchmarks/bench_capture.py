@@ -32,7 +32,7 @@ import statistics
 import sys
 from collections.abc import Callable
 
-from measuring import interleaved, loadavg, quartiles
+from measuring import interleaved, loadavg, quartiles, ratio
 
 import pysandbox
 from pysandbox import Limits, Status
@@ -166,8 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         ("eval_in_sandbox: stdout / /dev/null", "ev.out", "ev.null"),
     ]:
         a, b = by_key[num], by_key[den]
-        of_medians = statistics.median(a) / statistics.median(b)
-        per_round = statistics.median(x / y for x, y in zip(a, b))
+        of_medians, per_round = ratio(a, b)
         diff = 1e3 * (statistics.median(a) - statistics.median(b))
         print(f"{label:<50} {of_medians:>11.3f} {per_round:>17.3f}   ({diff:+.1f} ms)")
     print()
