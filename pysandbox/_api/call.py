@@ -9,13 +9,13 @@ of internal calls.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Optional, Union
 
 from .._model.cancel import CancelEvent
 from .._model.file import File
 from .._model.limits import Limits
+from .._model.record import record
 
 __all__ = ["Call", "OnOutput", "Stdin"]
 
@@ -26,7 +26,7 @@ Stdin = Union[bytes, str, Callable[[bytes], Union[bytes, str, None]], None]
 OnOutput = Optional[Callable[[bytes], object]]
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class Call:
     """The program (checked: ``check_argv`` or ``python_program``) and the keywords of
     ``run``, unchecked; ``code`` is ``run_python``'s source as UTF-8 (None for ``run``).

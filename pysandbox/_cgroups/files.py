@@ -16,10 +16,11 @@ is built from outside input.
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import os
 import stat
+
+from .._model.record import record
 
 __all__ = [
     "CONTROL_FILES",
@@ -46,7 +47,7 @@ _V1_SOCKETS_FIX = (
 )
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class LimitFile:
     """One control file a cap is written to."""
 
@@ -63,7 +64,7 @@ class LimitFile:
     fix: str | None = None
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class ControlFiles:
     """The control files of one cgroup version, by what pysandbox uses them for.
 

@@ -22,11 +22,10 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import secrets
 import time
 from collections.abc import Callable
 
-from .._host import owners
+from .._host import owners, tokens
 from .._model.errors import SandboxError
 from .._model.limits import MAX_LIMIT
 from .base import failure
@@ -254,7 +253,7 @@ class SandboxCgroup:
         sweep_leftovers()
         reaper.sweep()
         owner = f"{os.getpid()}-{owners.pid_namespace()}"
-        name = f"{PARENT}-{owner}-{next(_counter)}-{secrets.token_hex(4)}"
+        name = f"{PARENT}-{owner}-{next(_counter)}-{tokens.token_hex(4)}"
         # The limits first (their failures are the ones to report), cpuacct last.
         order = sorted(needed, key=lambda h: (needed[h] == {CPUACCT}, h.home))
         for hierarchy in order:

@@ -21,13 +21,13 @@ their input, so the discovery of a v1, v2 or hybrid host can be tested on any ho
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 from collections.abc import Iterable
 
 from .._host import mountinfo
 from .._host.mountinfo import MOUNTINFO
+from .._model.record import record, replace
 from .files import open_dir, read_bytes, read_control
 
 __all__ = [
@@ -58,7 +58,7 @@ LIMITED = ("pids", "memory")
 CPUACCT = "cpuacct"
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class Hierarchy:
     """One mounted cgroup hierarchy."""
 
@@ -161,7 +161,7 @@ def with_controllers(hierarchy: Hierarchy, own: str | None = "/") -> Hierarchy |
     base = base_of(hierarchy, own)
     if base is None:
         return None
-    hierarchy = dataclasses.replace(hierarchy, base=base)
+    hierarchy = replace(hierarchy, base=base)
     try:
         fd = open_base(hierarchy)
     except OSError:
@@ -175,7 +175,7 @@ def with_controllers(hierarchy: Hierarchy, own: str | None = "/") -> Hierarchy |
             controllers = frozenset()
     finally:
         os.close(fd)
-    return dataclasses.replace(hierarchy, controllers=controllers)
+    return replace(hierarchy, controllers=controllers)
 
 
 def hierarchies(mountinfo: str, own: str | None = "/") -> list[Hierarchy]:

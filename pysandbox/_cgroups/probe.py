@@ -4,11 +4,11 @@ found with a real trial group and cached."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 
 from .._model.errors import SandboxError
+from .._model.record import record
 from .group import SandboxCgroup
 from .mounts import LIMITED, Hierarchy, discover, missing, open_base
 from .node import (
@@ -30,7 +30,7 @@ _TRIAL_PROCESSES = 64
 _TRIAL_MEMORY = 256 * 2**20
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class CgroupSupport:
     """What per-sandbox control groups this host allows this process to make.
 

@@ -4,11 +4,11 @@ and the memory still charged to it once its processes are gone."""
 
 from __future__ import annotations
 
-import dataclasses
 import mmap
 import os
 from collections.abc import Callable, Iterable
 
+from .._model.record import record
 from .files import (
     read_int,
     read_keyed,
@@ -32,7 +32,7 @@ _SETTLED_SHMEM = 64 * (os.cpu_count() or 1) * mmap.PAGESIZE
 _SETTLE_PASSES = 16
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class CgroupUsage:
     """What one sandbox's control group counted.  A counter this host lacks is None or
     False."""

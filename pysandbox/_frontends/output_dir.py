@@ -21,14 +21,14 @@ followed.  Each file is written to a fresh temporary name and renamed over its t
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import errno
 import os
-import secrets
 from collections.abc import Iterator, Mapping
 from collections.abc import Set as AbstractSet
 
+from .._host import tokens
 from .._model.filestream import name_problem
+from .._model.record import record
 
 __all__ = ["OutputDir", "OutputDirError", "Written", "prepare", "write_files"]
 
@@ -41,7 +41,7 @@ class OutputDirError(Exception):
     message names the directory or the file and the cause."""
 
 
-@dataclasses.dataclass
+@record(frozen=False)
 class OutputDir:
     """A directory made ready by ``prepare``: its path and a handle of it, so the files
     go into the very directory that was checked.  Close it (or use ``with``)."""
@@ -62,7 +62,7 @@ class OutputDir:
         self.close()
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class Written:
     """What ``write_files`` did besides writing: the files it refused, each with why, and
     the executable files it wrote without their executable bit."""
@@ -121,7 +121,7 @@ def _write_one(root: int, name: str, content: bytes, mode: int) -> None:
         parent = root
         for part in parents:
             parent = stack.enter_context(_opened(part, parent, create=True))
-        temporary = f".pysandbox-{secrets.token_hex(8)}.tmp"
+        temporary = f".pysandbox-{tokens.token_hex(8)}.tmp"
         fd = os.open(temporary, _NEW_FILE_FLAGS, mode, dir_fd=parent)
         try:
             with open(fd, "wb", closefd=False) as stream:

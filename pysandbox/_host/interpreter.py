@@ -5,7 +5,6 @@ directories, the symlinks on the way to them, the paths its ELF loader needs, an
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import struct
@@ -15,6 +14,7 @@ from collections.abc import Iterable
 from typing import BinaryIO
 
 from .._model.errors import SandboxError
+from .._model.record import record
 
 __all__ = [
     "INTERPRETER_PATHS",
@@ -70,7 +70,7 @@ INTERPRETER_PATHS = ("stdlib", "platstdlib", "purelib", "platlib")
 _MAX_LINKS = 40
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class InterpreterView:
     """What the sandbox shows of the interpreter outside the system directories.
 

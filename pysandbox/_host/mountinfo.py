@@ -11,8 +11,9 @@ cgroup reader skips such a line.
 
 from __future__ import annotations
 
-import dataclasses
 import os
+
+from .._model.record import record
 
 __all__ = ["KERNEL_FILESYSTEMS", "MOUNTINFO", "Mount", "kernel_mount_points", "parse", "unescape"]
 
@@ -43,7 +44,7 @@ KERNEL_FILESYSTEMS = frozenset(
 )
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class Mount:
     """One line of mountinfo, its paths unescaped."""
 

@@ -6,13 +6,12 @@ Nothing here spawns a process; everything is unit-testable.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
-import secrets
 from collections.abc import Sequence
 
 from .. import _sandbox
+from .._host import tokens
 from .._host.interpreter import (
     SYSTEM_DIRS,
     InterpreterView,
@@ -23,6 +22,7 @@ from .._host.interpreter import (
 )
 from .._host.programs import find_init
 from .._model.errors import SandboxError
+from .._model.record import record
 
 __all__ = [
     "CODE_DIR",
@@ -95,7 +95,7 @@ def system_mounts(dirs: Sequence[str] = SYSTEM_DIRS) -> list[str]:
     return args
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class Identity:
     """Who the sandboxed code is on the host when the caller is root.
 
@@ -126,7 +126,7 @@ def sandbox_identity() -> Identity | None:
     maps the caller's own unprivileged uid in a user namespace)."""
     if os.geteuid() != 0:
         return None
-    uid = SANDBOX_ID_BASE + secrets.randbelow(SANDBOX_ID_SPAN)
+    uid = SANDBOX_ID_BASE + tokens.randbelow(SANDBOX_ID_SPAN)
     return Identity(uid=uid, gid=uid)
 
 

@@ -14,7 +14,6 @@ says which mechanism did what, for ``selftest`` and for the security model
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import resource
 from collections.abc import Iterator, Sequence
@@ -23,6 +22,7 @@ from .. import _sandbox
 from .._cgroups.group import SandboxCgroup
 from .._cgroups.probe import probe
 from .._cgroups.usage import CgroupUsage
+from .._model.record import record
 
 __all__ = ["Confinement", "confine"]
 
@@ -32,7 +32,7 @@ __all__ = ["Confinement", "confine"]
 _CORE_THREADS = 1
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class Confinement:
     """The mechanisms of one run, and what to hand to the C core."""
 

@@ -27,18 +27,17 @@ payloads, pump options) and in how they read the ``Facts``.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from .. import _sandbox
 from .._host import mountinfo, programs
 from .._model.cancel import Cancelled
 from .._model.errors import SandboxError
+from .._model.record import record
 from . import bwrap
-from .codefile import CodeFile
 from .confine import Confinement, confine
 from .failures import bwrap_report, init_failure, parse_init_report, setup_failure, spawn_failure
 from .lifeline import init_options as lifeline_options
@@ -46,6 +45,9 @@ from .lifeline import lifeline
 from .plan import INIT_REPORT_CAP, LIFELINE_FD, REPORT_CAP, Facts, Plan
 from .readable import landlock_abi, open_readable
 from .rlimits import within_own_limits
+
+if TYPE_CHECKING:
+    from .codefile import CodeFile
 
 __all__ = ["Launched", "command_line", "launch", "start"]
 
@@ -171,7 +173,7 @@ def _guarded(hook: Callable[[bytes], _Reply] | None) -> Callable[[bytes], _Reply
     return guarded
 
 
-@dataclasses.dataclass
+@record(frozen=False)
 class _Setup:
     """What a sandbox needs around its bwrap: the command line, the confinement, the
     code file, the fds to pass; ``resources`` releases them all."""
@@ -230,6 +232,8 @@ def _set_up(plan: Plan, *, held: bool) -> _Setup:
     try:
         code_file = None
         if plan.code_path is not None:
+            from .codefile import CodeFile  # tempfile and shutil: only for code to run
+
             code_file = CodeFile(plan.code_mode, held=held, data=plan.code or b"")
             resources.callback(code_file.close)
         lifeline_read, _lifeline_write = resources.enter_context(lifeline())

@@ -7,12 +7,12 @@ No I/O: the launcher (``launcher.py``) acts on these, the APIs build and read th
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 
 from .. import _sandbox
 from .._cgroups.usage import CgroupUsage
 from .._model.cancel import CancelEvent
+from .._model.record import record
 from . import bwrap
 
 __all__ = ["FIRST_PAYLOAD_FD", "LIFELINE_FD", "Facts", "FdLayout", "InitReport", "Plan"]
@@ -33,7 +33,7 @@ LIFELINE_FD = bwrap.SECCOMP_FD + 1
 FIRST_PAYLOAD_FD = LIFELINE_FD + 1
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class FdLayout:
     """The fd numbers inside bwrap, as the C core maps them: ``pass_fds[i]`` becomes
     ``3 + i`` (the syscall filter first, the lifeline's read end, the payloads, the code
@@ -73,7 +73,7 @@ class FdLayout:
         )
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class Plan:
     """One sandbox, as an API wants it.  The API numbers its fds with ``layout`` (made by
     ``FdLayout.of`` for its payloads and captures) and gives the rest of the command line:
@@ -152,7 +152,7 @@ class Plan:
         )
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class InitReport:
     """What pysandbox's init said when the program ended."""
 
@@ -164,7 +164,7 @@ class InitReport:
     max_rss: int
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class Facts:
     """What happened to one sandbox that bwrap built (or that was killed while it ran)."""
 

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import dataclasses
+from .record import record
 
 __all__ = ["File"]
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class File:
     """A file for ``files=``: its content and whether the program may execute it.
 

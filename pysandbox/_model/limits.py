@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import resource
+
+from .record import record
 
 __all__ = [
     "DISK_BYTES_PER_INODE",
@@ -108,7 +109,7 @@ def _check_int(name: str, value: object) -> int:
     return int(value)
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class Limits:
     """What one sandboxed run may use.  Every field is checked when the object is made.
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import dataclasses
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, TypeVar
@@ -21,6 +20,7 @@ from .display import (
 )
 from .escape import escape_report
 from .file import File
+from .record import record
 from .status import Status, ending
 from .untrusted import check_int, shown
 
@@ -44,7 +44,7 @@ CHECK_TAIL_LINES = 10
 _T = TypeVar("_T")
 
 
-@dataclasses.dataclass
+@record(frozen=False)
 class ProcessOutput:
     """What ``eval_in_sandbox`` returns: the exit code and the stripped UTF-8 output.
 
@@ -180,7 +180,7 @@ def output_tails(result: Result) -> str:
     )
 
 
-@dataclasses.dataclass(frozen=True)
+@record(unhashed=("files",))
 class Result:
     """What ``run`` and ``run_python`` return: how the program ended, its output, its
     usage, and the files it left.
@@ -212,7 +212,7 @@ class Result:
     max_rss: int
     #: The regular files left in the working directory, by relative path (``"out/a.txt"``):
     #: a read-only ``FrozenFiles``.
-    files: Mapping[str, bytes] = dataclasses.field(hash=False)
+    files: Mapping[str, bytes]
     #: Some files were left out of ``files`` (over ``Limits.files_out``, or unreadable).
     files_truncated: bool
     #: The names in ``files`` whose owner-execute bit was set at the end (0700, 0750 and

@@ -11,12 +11,12 @@ the command line, the notebook magic, Job JSON and the pytest markers all read.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from collections.abc import Callable
 
 from .limits import MAX_LIMIT, MIN_OPEN_FILES, MIN_PROCESSES
+from .record import record
 
 __all__ = [
     "LIMIT_OPTIONS",
@@ -123,7 +123,7 @@ def parse_count(minimum: int) -> Callable[[str], int]:
     return parse
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class LimitOption:
     """One command-line option and the ``Limits`` field it sets (also its ``dest``)."""
 

@@ -60,6 +60,7 @@ from pysandbox._cgroups.node import (
 )
 from pysandbox._cgroups.usage import CgroupUsage, read_usage
 from pysandbox._model.errors import SandboxError
+from pysandbox._model.record import replace
 
 pytestmark = pytest.mark.no_bwrap
 
@@ -73,7 +74,7 @@ def test_debian_12_is_one_v2_hierarchy() -> None:
         Hierarchy(2, "/sys/fs/cgroup", os.makedev(0, 26), frozenset())
     ]
     (v2,) = parse_mountinfo(DEBIAN_12)
-    v2 = dataclasses.replace(v2, controllers=DEBIAN_12_CONTROLLERS)
+    v2 = replace(v2, controllers=DEBIAN_12_CONTROLLERS)
     # pids and memory in the one v2 group; no cpuacct: every v2 group counts CPU.
     assert choose([v2]) == {"pids": v2, "memory": v2}
 
@@ -103,14 +104,14 @@ def test_this_hosts_hybrid_uses_v1_for_what_v2_does_not_offer() -> None:
     assert by_mount["cpuacct"] == {"cpuacct"} and by_mount["cpu"] == frozenset()
     # Its cgroup2 root offers only hugetlb: everything comes from v1.
     v2 = found[-1]
-    chosen = choose([*found[:-1], dataclasses.replace(v2, controllers=frozenset({"hugetlb"}))])
+    chosen = choose([*found[:-1], replace(v2, controllers=frozenset({"hugetlb"}))])
     assert {c: h.mountpoint for c, h in chosen.items()} == {
         "pids": "/sys/fs/cgroup/pids",
         "memory": "/sys/fs/cgroup/memory",
         "cpuacct": "/sys/fs/cgroup/cpuacct",
     }
     # Were pids offered on v2, one sandbox would mix versions: pids on v2, memory on v1.
-    chosen = choose([*found[:-1], dataclasses.replace(v2, controllers=frozenset({"pids"}))])
+    chosen = choose([*found[:-1], replace(v2, controllers=frozenset({"pids"}))])
     assert (chosen["pids"].version, chosen["memory"].version) == (2, 1)
 
 
@@ -592,10 +593,10 @@ V2 = Hierarchy(2, "/sys/fs/cgroup", os.makedev(0, 26), frozenset())
         (V2, "/pysandbox-callers", "/sys/fs/cgroup"),
         (V2, "/", "/sys/fs/cgroup"),
         # A container's subtree mounted at /sys/fs/cgroup (root field of mountinfo).
-        (dataclasses.replace(V2, root="/docker/abc"), "/docker/abc/app", "/sys/fs/cgroup/app"),
-        (dataclasses.replace(V2, root="/docker/abc"), "/docker/abc", "/sys/fs/cgroup"),
+        (replace(V2, root="/docker/abc"), "/docker/abc/app", "/sys/fs/cgroup/app"),
+        (replace(V2, root="/docker/abc"), "/docker/abc", "/sys/fs/cgroup"),
         # Outside the mounted subtree, or unknown: no base.
-        (dataclasses.replace(V2, root="/docker/abc"), "/docker/other", None),
+        (replace(V2, root="/docker/abc"), "/docker/other", None),
         (V2, "/../../x", None),
         (V2, None, None),
         # v1: always the mount point.

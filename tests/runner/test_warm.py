@@ -27,6 +27,7 @@ from support.warm import wait_ready
 
 from pysandbox import Limits, Result, Runner, SandboxError, Status
 from pysandbox._launch import codefile as _codefile
+from pysandbox._model.record import replace
 
 #: Everything of the interpreter, the process and the sandbox the code can look at,
 #: printed as JSON; the parts that differ between any two sandboxes (pipe and mount
@@ -417,10 +418,9 @@ def test_a_lost_lease_kills_the_sandbox_before_its_code_runs() -> None:
 
     program, source = _run.python_program("open('/sandbox/ran', 'w')", ())
     plan, _ = _run.build_plan(_run.Call(program, code=source))
-    import dataclasses
     import fcntl
 
-    launched = _launch.start(dataclasses.replace(plan, code=None))
+    launched = _launch.start(replace(plan, code=None))
     try:
         wait = time.monotonic() + PROMPTLY
         while not launched.waiting() and time.monotonic() < wait:
