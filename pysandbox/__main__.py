@@ -7,11 +7,9 @@ Without arguments it runs the reference implementation's demo program in the san
 
 from __future__ import annotations
 
-import sys
-
-from ._frontends.cli import main
+from ._frontends.cli import console_main, main
 
 __all__ = ["main"]
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()

@@ -4,10 +4,7 @@ passed through, the output files and the verdict."""
 
 from __future__ import annotations
 
-import argparse
 import codecs
-import dataclasses
-import json
 import os
 import stat
 import sys
@@ -17,9 +14,11 @@ from typing import TYPE_CHECKING, Callable, TextIO
 from .._model.escape import escape_controls
 from .._model.file import File
 from .._model.limits import Limits
+from .._model.record import record
 from .._model.verdict import LIMIT_STATUSES, describe
 from .options import add_limit_options, limits_from, pairs
 from .output_dir import OutputDir, OutputDirError, prepare, write_files
+from .run_args import FLAG, MANY, RUN_OPTIONS, RunOption
 from .terminal import (
     EXIT_LIMIT,
     EXIT_SANDBOX_ERROR,
@@ -30,9 +29,13 @@ from .terminal import (
 )
 
 if TYPE_CHECKING:
+    import argparse
+
     from .._model.result import Result
+    from .options import Usage
 
 __all__ = [
+    "add_option",
     "add_run_options",
     "exit_status",
     "python_command",
@@ -88,7 +91,7 @@ class _Passthrough:
             self._write(name, b"", final=True)
 
 
-@dataclasses.dataclass(frozen=True)
+@record
 class _Inputs:
     """What the options shared by ``run`` and ``python`` ask for, read and checked."""
 
@@ -124,7 +127,7 @@ def exit_status(result: Result) -> int:
     return result.returncode
 
 
-def _open(parser: argparse.ArgumentParser, option: str, path: str) -> File:
+def _open(parser: Usage, option: str, path: str) -> File:
     """Host file ``path`` (``-``: our stdin) as a ``File`` that is executable when its
     owner may execute it (as the notebook's ``--files``); a usage error when unreadable."""
     if path == "-":
@@ -137,12 +140,12 @@ def _open(parser: argparse.ArgumentParser, option: str, path: str) -> File:
         parser.error(f"argument {option}: cannot read {path}: {exc.strerror or exc}")
 
 
-def _read(parser: argparse.ArgumentParser, option: str, path: str) -> bytes:
+def _read(parser: Usage, option: str, path: str) -> bytes:
     """The bytes of host file ``path`` (``-``: our stdin); a usage error if unreadable."""
     return _open(parser, option, path).content
 
 
-def _input_files(parser: argparse.ArgumentParser, specs: Sequence[str]) -> dict[str, File]:
+def _input_files(parser: Usage, specs: Sequence[str]) -> dict[str, File]:
     """``--file NAME=PATH`` (or ``--file PATH``: its base name) as name to ``File``,
     with the host file's executable bit."""
     files: dict[str, File] = {}
@@ -158,7 +161,7 @@ def _input_files(parser: argparse.ArgumentParser, specs: Sequence[str]) -> dict[
     return files
 
 
-def _one_reader_of_stdin(parser: argparse.ArgumentParser, options: argparse.Namespace) -> None:
+def _one_reader_of_stdin(parser: Usage, options: argparse.Namespace) -> None:
     """A usage error when more than one option would read our stdin (``-``): the first
     would take it all."""
     readers = ["--stdin"] if options.stdin == "-" else []
@@ -170,7 +173,7 @@ def _one_reader_of_stdin(parser: argparse.ArgumentParser, options: argparse.Name
         parser.error(f"only one of {', '.join(readers)} can read our stdin ('-')")
 
 
-def _inputs(parser: argparse.ArgumentParser, options: argparse.Namespace) -> _Inputs:
+def _inputs(parser: Usage, options: argparse.Namespace) -> _Inputs:
     """Read and check what the shared options ask for, then make the output directory
     ready; each problem is a usage error, before anything runs."""
     inputs = _Inputs(
@@ -185,7 +188,7 @@ def _inputs(parser: argparse.ArgumentParser, options: argparse.Namespace) -> _In
     return inputs
 
 
-def _output_dir(parser: argparse.ArgumentParser, path: str | None) -> OutputDir | None:
+def _output_dir(parser: Usage, path: str | None) -> OutputDir | None:
     """``--output-dir`` made ready (created, or checked empty) and open; a usage error
     naming it otherwise."""
     if path is None:
@@ -244,12 +247,14 @@ def _report(result: Result, inputs: _Inputs, options: argparse.Namespace) -> int
     for line in lines:
         say(line)
     if inputs.passthrough is None:
+        import json  # only for --json
+
         print(json.dumps(result.to_dict()))
     return status
 
 
 def _launch(
-    parser: argparse.ArgumentParser,
+    parser: Usage,
     options: argparse.Namespace,
     start: Callable[[_Inputs], Result],
 ) -> int:
@@ -262,7 +267,7 @@ def _launch(
     return _report(result, inputs, options)
 
 
-def run_command(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
+def run_command(parser: Usage, options: argparse.Namespace) -> int:
     argv = _program(options)
     if not argv:
         parser.error("no program given: pysandbox run [options] -- PROGRAM [ARGS...]")
@@ -285,9 +290,7 @@ def run_command(parser: argparse.ArgumentParser, options: argparse.Namespace) ->
     return _launch(parser, options, start)
 
 
-def _python_code(
-    parser: argparse.ArgumentParser, options: argparse.Namespace
-) -> tuple[str, list[str]]:
+def _python_code(parser: Usage, options: argparse.Namespace) -> tuple[str, list[str]]:
     """The code to run (``-c CODE``, or a host file) and its arguments."""
     argv = _program(options)
     if options.code is not None:
@@ -301,7 +304,7 @@ def _python_code(
         parser.error(f"{argv[0]} is not UTF-8 text")
 
 
-def python_command(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
+def python_command(parser: Usage, options: argparse.Namespace) -> int:
     _one_reader_of_stdin(parser, options)
     code, args = _python_code(parser, options)
 
@@ -324,58 +327,27 @@ def python_command(parser: argparse.ArgumentParser, options: argparse.Namespace)
 
 
 def add_run_options(command: argparse.ArgumentParser) -> None:
-    """The options ``run`` and ``python`` share: limits, inputs, outputs, environment."""
+    """The options ``run`` and ``python`` share: limits, inputs, outputs, environment
+    (``RUN_OPTIONS``)."""
     add_limit_options(command)
     io = command.add_argument_group("input and output")
-    io.add_argument(
-        "--stdin",
-        metavar="FILE",
-        help="feed FILE to the program's stdin ('-': ours); default: a closed stdin",
-    )
-    io.add_argument(
-        "--file",
-        dest="files",
-        action="append",
-        default=[],
-        metavar="NAME=PATH",
-        help="copy host file PATH into /sandbox as NAME (PATH alone: its base name); repeatable",
-    )
-    io.add_argument(
-        "--output-dir",
-        metavar="DIR",
-        help="write the files left in /sandbox into DIR, which must be missing (it is made) "
-        "or empty; a name with a part starting with a dot is refused, executable bits are "
-        "dropped (see --dotfiles, --keep-modes); a refused file is named on stderr and the "
-        f"exit status is {EXIT_SANDBOX_ERROR}",
-    )
-    io.add_argument(
-        "--dotfiles",
-        action="store_true",
-        help="with --output-dir: also write names with a part starting with a dot",
-    )
-    io.add_argument(
-        "--keep-modes",
-        action="store_true",
-        help="with --output-dir: keep the executable bit of the files the program made executable",
-    )
-    io.add_argument(
-        "--json",
-        action="store_true",
-        help="print one JSON object (Result.to_dict()) on stdout instead of the output "
-        "and the verdict",
-    )
-    io.add_argument("-q", "--quiet", action="store_true", help="no verdict line on stderr")
-    io.add_argument(
-        "--env",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="set an environment variable (besides PATH and HOME); repeatable",
-    )
-    io.add_argument(
-        "--readable",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="let the program read host PATH, read-only at the same path; repeatable",
-    )
+    for option in RUN_OPTIONS:
+        add_option(io, option)
+
+
+def add_option(group: argparse._ArgumentGroup | argparse.ArgumentParser, option: RunOption) -> None:
+    """Add ``option`` of ``run_args`` to argparse's ``group``."""
+    shown = option.help.format(sandbox_error=EXIT_SANDBOX_ERROR)
+    if option.kind == FLAG:
+        group.add_argument(*option.flags, dest=option.dest, action="store_true", help=shown)
+    elif option.kind == MANY:
+        group.add_argument(
+            *option.flags,
+            dest=option.dest,
+            action="append",
+            default=[],
+            metavar=option.metavar,
+            help=shown,
+        )
+    else:
+        group.add_argument(*option.flags, dest=option.dest, metavar=option.metavar, help=shown)

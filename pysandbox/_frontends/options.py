@@ -12,13 +12,23 @@ the table of options are the model's (``_model/units.py``); this is the argparse
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from .._model.limits import Limits
+from .._model.record import replace
 from .._model.units import LIMIT_OPTIONS, UNITS, LimitOption, parse_seconds, parse_size
+
+if TYPE_CHECKING:
+    import argparse
+    from typing import NoReturn, Protocol
+
+    class Usage(Protocol):
+        """What a command needs of its parser: usage errors (argparse's, or the stand-in
+        for it of a command line parsed without argparse, which makes argparse's)."""
+
+        def error(self, message: str) -> NoReturn: ...
+
 
 __all__ = [
     "add_limit_options",
@@ -38,6 +48,8 @@ def argparse_type(parse: Callable[[str], T]) -> Callable[[str], T]:
         try:
             return parse(text)
         except ValueError as exc:
+            import argparse  # loaded already by whoever made the parser
+
             raise argparse.ArgumentTypeError(str(exc)) from None
 
     return parse_option
@@ -60,6 +72,8 @@ def add_limit_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup)
 
     Each option's ``dest`` is the ``Limits`` field it sets; unset options stay None.
     """
+    import argparse  # only parsers need it: loaded already by whoever made this one
+
     group = (
         parser.add_argument_group("limits (sizes take K, M, G, T = powers of 1024)")
         if isinstance(parser, argparse.ArgumentParser)
@@ -92,10 +106,10 @@ def limits_from(namespace: argparse.Namespace, base: Limits | None = None) -> Li
         for field in [option.field for option in LIMIT_OPTIONS] + ["truncate_output"]
         if getattr(namespace, field, None) is not None
     }
-    return dataclasses.replace(base if base is not None else Limits(), **given)
+    return replace(base if base is not None else Limits(), **given)
 
 
-def pairs(parser: argparse.ArgumentParser, option: str, specs: Sequence[str]) -> dict[str, str]:
+def pairs(parser: Usage, option: str, specs: Sequence[str]) -> dict[str, str]:
     """``NAME=VALUE`` strings as a dict; a usage error naming ``option`` otherwise."""
     pairs: dict[str, str] = {}
     for spec in specs:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 
 from .._model.errors import SandboxError
@@ -17,6 +16,7 @@ __all__ = [
     "find_bwrap",
     "find_init",
     "find_python",
+    "which",
 ]
 
 
@@ -31,7 +31,7 @@ def find_bwrap() -> str:
     cached = _found_bwrap.get(key)
     if cached is not None and os.access(cached, os.X_OK) and os.path.isfile(cached):
         return cached
-    found = shutil.which("bwrap")
+    found = which("bwrap")
     if found is None:
         raise SandboxError("Cannot find the `bwrap` executable")
     path = os.path.abspath(found)
@@ -50,6 +50,23 @@ def _relative_path_entry() -> bool:
     return any(not entry.startswith("/") for entry in os.environ.get("PATH", os.defpath).split(":"))
 
 
+def which(name: str) -> str | None:
+    """The first executable file ``name`` in the directories of ``PATH`` (``os.defpath``
+    when unset; an empty entry is the working directory), or None.
+
+    What ``shutil.which`` answers for a bare name, without importing ``shutil`` (and the
+    compression modules it loads) on every launch."""
+    seen: set[str] = set()
+    for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        if directory in seen:
+            continue
+        seen.add(directory)
+        candidate = os.path.join(directory, name)
+        if os.access(candidate, os.X_OK) and not os.path.isdir(candidate):
+            return candidate
+    return None
+
+
 def find_python() -> str:
     """Return the caller's own interpreter (``sys.executable``), as the sandbox will run it.
 
@@ -58,7 +75,7 @@ def find_python() -> str:
     """
     candidate = sys.executable
     if not candidate or not os.access(candidate, os.X_OK):
-        candidate = shutil.which("python3") or ""
+        candidate = which("python3") or ""
     if not candidate:
         raise SandboxError("Cannot find the Python executable")
     return os.path.abspath(candidate)

@@ -9,7 +9,6 @@ stays readable at a glance (the record itself always holds all of it).
 
 from __future__ import annotations
 
-import html
 from typing import TYPE_CHECKING, Protocol
 
 from .escape import escape_controls
@@ -168,19 +167,26 @@ def result_text(result: Result) -> str:
     return "\n".join(lines)
 
 
+def _escape(text: str) -> str:
+    """``text`` HTML-escaped, quotes included; ``html`` loads only when HTML is asked for."""
+    import html
+
+    return html.escape(text)
+
+
 def _stream_html(name: str, text: str, truncated: bool) -> str:
     """A titled ``<pre>`` of the folded ``text``, and for folded output a ``<details>``
     that shows it all (up to ``HTML_FULL_CHARS`` characters)."""
-    title = html.escape(_stream_title(name, text, truncated))
+    title = _escape(_stream_title(name, text, truncated))
     if not text:
         return f"<div><strong>{title}</strong></div>"
-    parts = [f"<div><strong>{title}</strong>", f"<pre>{html.escape(fold(text))}</pre>"]
+    parts = [f"<div><strong>{title}</strong>", f"<pre>{_escape(fold(text))}</pre>"]
     if is_folded(text):
         whole = text[:HTML_FULL_CHARS]
         more = len(text) - len(whole)
         note = f"\n... [{more} more characters; the record holds them all]" if more else ""
         parts.append(
-            f"<details><summary>show all</summary><pre>{html.escape(whole + note)}</pre></details>"
+            f"<details><summary>show all</summary><pre>{_escape(whole + note)}</pre></details>"
         )
     parts.append("</div>")
     return "".join(parts)
@@ -188,10 +194,7 @@ def _stream_html(name: str, text: str, truncated: bool) -> str:
 
 def _heading_html(ok: bool, label: str, rest: str) -> str:
     colour = _OK_COLOUR if ok else _FAIL_COLOUR
-    return (
-        f'<div><strong style="color: {colour}">{html.escape(label)}</strong> '
-        f"{html.escape(rest)}</div>"
-    )
+    return f'<div><strong style="color: {colour}">{_escape(label)}</strong> {_escape(rest)}</div>'
 
 
 def result_html(result: Result) -> str:
@@ -201,11 +204,11 @@ def result_html(result: Result) -> str:
         _heading_html(
             result.status is Status.OK, result.status.name, ending(result.returncode, result.signal)
         ),
-        f"<div>{html.escape(_numbers(result))}</div>",
+        f"<div>{_escape(_numbers(result))}</div>",
     ]
     files = _files(result)
     if files:
-        parts.append(f"<div>{html.escape(files)}</div>")
+        parts.append(f"<div>{_escape(files)}</div>")
     parts.append(_stream_html("stdout", result.stdout_text(), result.stdout_truncated))
     parts.append(_stream_html("stderr", result.stderr_text(), result.stderr_truncated))
     parts.append("</div>")
@@ -265,9 +268,9 @@ def selftest_html(report: SelftestReport) -> str:
         colour = _OK_COLOUR if check.ok else _FAIL_COLOUR
         fix = "" if check.ok else check.fix
         rows.append(
-            f"<tr><td>{html.escape(check.name)}</td>"
+            f"<tr><td>{_escape(check.name)}</td>"
             f'<td style="color: {colour}"><strong>{"yes" if check.ok else "NO"}</strong></td>'
-            f"<td>{html.escape(check.detail)}</td><td>{html.escape(fix)}</td></tr>"
+            f"<td>{_escape(check.detail)}</td><td>{_escape(fix)}</td></tr>"
         )
     return "".join(
         [
