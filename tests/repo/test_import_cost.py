@@ -54,6 +54,9 @@ ALLOWED_FOR_RUN = frozenset(
         "_functools",
         "_heapq",
         "_json",
+        # re imports it on 3.9; a venv whose .pth files make site import it at start-up
+        # (setuptools' do) hides it, a venv without any (scripts/make-venv.sh's) does not.
+        "_locale",
         "_operator",
         "_sre",
         "_struct",
