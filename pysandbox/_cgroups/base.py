@@ -23,7 +23,7 @@ import contextlib
 import errno
 import os
 
-from .._model.errors import SandboxError
+from .._model.errors import SandboxError, errno_text, process_wide_fix
 from .files import CONTROL_FILES, open_dir, read_control, write_control
 from .mounts import LEAF, Hierarchy, open_base
 
@@ -87,11 +87,13 @@ def failure(
 ) -> SandboxError:
     """A ``SandboxError`` saying which operation on which file of ``hierarchy`` failed,
     why, and the fix (``fix``, else the one for the errno)."""
+    if fix is None:
+        fix = process_wide_fix(exc)
     if fix is None and exc.errno in (errno.EACCES, errno.EPERM):
         fix = permission_fix(hierarchy)
     if fix is None:
         fix = _FIXES.get(exc.errno or 0, DEFAULT_FIX)
-    return SandboxError(f"cannot {action} {path}: {exc.strerror or exc}; {fix}")
+    return SandboxError(f"cannot {action} {path}: {errno_text(exc)}; {fix}")
 
 
 def enable(dir_fd: int, controllers: frozenset[str], hierarchy: Hierarchy) -> None:

@@ -47,7 +47,7 @@ import threading
 import time
 
 from .._host import owners
-from .._model.errors import SandboxError
+from .._model.errors import SandboxError, errno_text, process_wide_fix
 
 __all__ = [
     "UNOWNED_GRACE",
@@ -67,12 +67,6 @@ _OWNER = "owner"
 #: Seconds after which a private directory without a sound owner file is taken for the
 #: remains of a caller that died making it: that takes microseconds.
 UNOWNED_GRACE = 60.0
-#: Failures that every place would meet alike, and what to do about each.
-_PROCESS_WIDE = {
-    errno.EMFILE: "close some of this process's files or raise its RLIMIT_NOFILE",
-    errno.ENFILE: "the host's table of open files is full: raise fs.file-max",
-    errno.ENOMEM: "free some memory",
-}
 
 _lock = threading.Lock()
 #: This process's private directory in each place where it made one.
@@ -177,8 +171,7 @@ def _file_in(directory: str, mode: int, data: bytes) -> tuple[int, str]:
 
 def _failure(place: str, error: OSError) -> str:
     """``"/dev/shm: No space left on device (ENOSPC)"``."""
-    name = errno.errorcode.get(error.errno or 0, str(error.errno))
-    return f"{place}: {error.strerror} ({name})"
+    return f"{place}: {errno_text(error)}"
 
 
 def _new_file(mode: int, data: bytes) -> tuple[int, str]:
@@ -197,10 +190,10 @@ def _new_file(mode: int, data: bytes) -> tuple[int, str]:
             except OSError as exc:
                 if made is not None:
                     shutil.rmtree(made, ignore_errors=True)
-                if exc.errno in _PROCESS_WIDE:
+                fix = process_wide_fix(exc)
+                if fix is not None:
                     raise SandboxError(
-                        f"cannot make the sandbox's code file ({_failure(place, exc)}): "
-                        f"{_PROCESS_WIDE[exc.errno]}"
+                        f"cannot make the sandbox's code file ({_failure(place, exc)}): {fix}"
                     ) from exc
                 failures.append(_failure(place, exc))
                 error = exc

@@ -10,16 +10,14 @@ import json
 import os
 
 from .. import _sandbox
-from .._model.errors import SandboxError
+from .._model.errors import PROCESS_WIDE_FIXES, SandboxError, errno_text, process_wide_fix
 from .plan import InitReport
 
 __all__ = ["bwrap_report", "init_failure", "parse_init_report", "setup_failure", "spawn_failure"]
 
 #: Fixes for the host faults a user can do something about, by errno of the failed call.
 _HOST_FIXES = {
-    errno.EMFILE: "this process is out of file descriptors: close some or raise `ulimit -n`",
-    errno.ENFILE: "the system is out of file descriptors: raise fs.file-max",
-    errno.ENOMEM: "the host is out of memory",
+    **PROCESS_WIDE_FIXES,
     errno.EAGAIN: "the host refused a new process: check `ulimit -u` and kernel.pid_max",
     errno.ENOENT: "the bwrap executable vanished: reinstall bubblewrap",
     errno.EACCES: "bwrap is not executable by this user: check its permissions",
@@ -144,11 +142,12 @@ def parse_init_report(report: bytes) -> InitReport | None:
 
 
 def spawn_failure(exc: OSError) -> SandboxError:
-    if getattr(exc, "stage", None) in _CGROUP_STAGES:
-        fix = _CGROUP_FIXES.get(exc.errno or 0, "see the error above")
-    else:
+    fix = process_wide_fix(exc)
+    if fix is None and getattr(exc, "stage", None) in _CGROUP_STAGES:
+        fix = _CGROUP_FIXES.get(exc.errno or 0)
+    if fix is None:
         fix = _HOST_FIXES.get(exc.errno or 0, "see the error above")
-    return SandboxError(f"could not start bubblewrap: {exc.strerror}; {fix}")
+    return SandboxError(f"could not start bubblewrap: {errno_text(exc)}; {fix}")
 
 
 def setup_failure(raw: _sandbox.RawResult) -> SandboxError:

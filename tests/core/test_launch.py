@@ -67,7 +67,7 @@ def test_a_spawn_failure_is_explained_by_its_stage_not_its_words(
     if stage is not None:
         exc.stage = stage  # type: ignore[attr-defined]
     message = str(spawn_failure(exc))
-    assert message.startswith("could not start bubblewrap: words that name no stage; ")
+    assert message.startswith("could not start bubblewrap: words that name no stage (EBUSY); ")
     assert message.endswith(blamed)
 
 
