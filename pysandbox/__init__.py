@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ._api.eval import eval_in_sandbox
     from ._api.run import run, run_python
     from ._api.selftest import Check, SelftestReport, selftest
+    from ._api.session import Session
     from ._frontends.ipython import load_ipython_extension
     from ._model.cancel import Cancelled
     from ._model.errors import SandboxError
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from ._model.limits import Limits
     from ._model.result import ProcessOutput, Result, SandboxFailure
     from ._model.schema import FileDict, OutcomeErrorDict, OutcomeResultDict, ResultDict
+    from ._model.session_result import CellError, CellResult
     from ._model.status import Status
     from ._runner.job import Job
     from ._runner.outcome import Outcome
@@ -34,6 +36,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Cancelled",
+    "CellError",
+    "CellResult",
     "Check",
     "File",
     "FileDict",
@@ -49,6 +53,7 @@ __all__ = [
     "SandboxError",
     "SandboxFailure",
     "SelftestReport",
+    "Session",
     "Status",
     "__version__",
     "eval_in_sandbox",
@@ -66,6 +71,8 @@ __all__ = [
 #: extension is only for IPython (``tests/repo/test_import_cost.py`` keeps it so).
 _LAZY = {
     "Cancelled": "._model.cancel",
+    "CellError": "._model.session_result",
+    "CellResult": "._model.session_result",
     "Check": "._api.selftest",
     "File": "._model.file",
     "FileDict": "._model.schema",
@@ -81,6 +88,7 @@ _LAZY = {
     "SandboxError": "._model.errors",
     "SandboxFailure": "._model.result",
     "SelftestReport": "._api.selftest",
+    "Session": "._api.session",
     "Status": "._model.status",
     "eval_in_sandbox": "._api.eval",
     "load_ipython_extension": "._frontends.ipython",

@@ -76,14 +76,16 @@ def _write_memfd(data: bytes) -> int:
 def _pass_fds(plan: Plan, lifeline_read: int, code_file: CodeFile | None) -> list[int]:
     """The fds for the C core's ``pass_fds`` (``_close_pass_fds`` closes them): the
     syscall filter in a memfd, the read end of the lifeline, each payload in a memfd,
-    the code file's ``O_PATH`` fd, then each readable path's, opened and checked once
-    (``open_readable``)."""
+    a copy of each channel, the code file's ``O_PATH`` fd, then each readable path's,
+    opened and checked once (``open_readable``)."""
     fds: list[int] = []
     try:
         fds.append(_write_memfd(bwrap.seccomp_program()))
         fds.append(lifeline_read)
         for data in plan.payloads:
             fds.append(_write_memfd(data))
+        for channel in plan.channels:
+            fds.append(os.dup(channel))
         if code_file is not None:
             fds.append(code_file.path_fd())
         if plan.readable:
@@ -225,6 +227,8 @@ def _set_up(plan: Plan, *, held: bool) -> _Setup:
         raise ValueError("the plan's payloads and captures do not match its fd layout")
     if (plan.code_path is None) != (plan.layout.code is None):
         raise ValueError("the plan's code path does not match its fd layout")
+    if len(plan.channels) != len(plan.layout.channels):
+        raise ValueError("the plan's channels do not match its fd layout")
     if len(plan.readable) != len(plan.layout.binds):
         raise ValueError("the plan's readable paths do not match its fd layout")
     argv = command_line(plan)

@@ -36,9 +36,9 @@ FIRST_PAYLOAD_FD = LIFELINE_FD + 1
 @record
 class FdLayout:
     """The fd numbers inside bwrap, as the C core maps them: ``pass_fds[i]`` becomes
-    ``3 + i`` (the syscall filter first, the lifeline's read end, the payloads, the code
-    file, then the readable paths), and the capture pipes follow (bwrap's status, the
-    init's report, then the API's own captures)."""
+    ``3 + i`` (the syscall filter first, the lifeline's read end, the payloads, the
+    channels, the code file, then the readable paths), and the capture pipes follow
+    (bwrap's status, the init's report, then the API's own captures)."""
 
     #: The fds of the API's payloads (input files, a moved ``pyvenv.cfg``), in order.
     payloads: tuple[int, ...]
@@ -53,23 +53,33 @@ class FdLayout:
     #: The readable paths' (``--ro-bind-fd``), after the code file, in ``Plan.readable``'s
     #: order.
     binds: tuple[int, ...] = ()
+    #: The channels' (``Plan.channels``), after the payloads: open in the program.
+    channels: tuple[int, ...] = ()
 
     @classmethod
     def of(
-        cls, *, payloads: int = 0, captures: int = 0, code: bool = False, binds: int = 0
+        cls,
+        *,
+        payloads: int = 0,
+        captures: int = 0,
+        code: bool = False,
+        binds: int = 0,
+        channels: int = 0,
     ) -> FdLayout:
-        """The layout for that many payloads, API captures and readable paths, and a code
-        file or not."""
-        code_fd = FIRST_PAYLOAD_FD + payloads
+        """The layout for that many payloads, channels, API captures and readable paths,
+        and a code file or not."""
+        first_channel = FIRST_PAYLOAD_FD + payloads
+        code_fd = first_channel + channels
         first_bind = code_fd + int(code)
         status = first_bind + binds
         return cls(
-            payloads=tuple(range(FIRST_PAYLOAD_FD, code_fd)),
+            payloads=tuple(range(FIRST_PAYLOAD_FD, first_channel)),
             code=code_fd if code else None,
             status=status,
             report=status + 1,
             captures=tuple(range(status + 2, status + 2 + captures)),
             binds=tuple(range(first_bind, status)),
+            channels=tuple(range(first_channel, code_fd)),
         )
 
 
@@ -128,6 +138,9 @@ class Plan:
     #: The API's own writable places inside the sandbox (a tmpfs), beside the devices and
     #: ``/proc``: the only places the program may write when the kernel has Landlock.
     writable: Sequence[str] = ()
+    #: Host fds the program gets open on ``layout.channels`` (a session's pipes to its
+    #: keeper); the launch passes copies, the caller keeps and closes its own.
+    channels: Sequence[int] = ()
 
     def start_key(self) -> tuple[object, ...]:
         """What its sandbox is made of before the code runs: two plans with the same key

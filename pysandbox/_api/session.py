@@ -1,0 +1,599 @@
+# SPDX-License-Identifier: MIT
+"""``Session``: a live interpreter in one sandbox that keeps its state between calls and
+rolls back a call that a limit ended.
+
+The sandbox is an ordinary launch (``_launch.launch``, in a thread of the session, for
+the session's whole life): every protection of a one-shot run holds, the lifeline and
+the cgroup included, and the session's limits are the launch's (memory, disk, processes
+for the whole sandbox; ``lifetime`` as its wall time, ``cpu_budget`` as its CPU time).
+Its program is the keeper (``session_keeper.py``), reached through two pipes
+(``session_channel.py``); per-call limits are the keeper's to apply, and the host
+bounds each call again (its wall time plus ``GRACE``, its caps): a keeper that breaks
+the protocol or goes silent loses the session, never the caller.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .._host import programs
+from .._launch import bwrap
+from .._launch.launcher import launch
+from .._launch.plan import Facts, FdLayout, Plan
+from .._launch.readable import check_readable
+from .._model.errors import SandboxError
+from .._model.file import File
+from .._model.filestream import check_fits_tmpfs, encode_files
+from .._model.limits import MIN_OPEN_FILES, Limits
+from .._model.record import replace
+from .._model.session_result import COMMITTED, LOST, ROLLED_BACK, CellError, CellResult
+from .._model.status import Status
+from .run import check_env
+from .session_channel import (
+    CHUNK_MAX,
+    CONTROL_MAX,
+    DONE,
+    FATAL,
+    FILE,
+    READY,
+    STDERR,
+    STDOUT,
+    Channel,
+    ChannelTimeout,
+    ProtocolError,
+    call_request,
+    control,
+    finite,
+)
+
+__all__ = ["GRACE", "KEEPER_PATH", "VALUE_CAP", "Session"]
+
+#: Where the keeper's code is shown, read-only, inside the sandbox.
+KEEPER_PATH = "/.pysandbox-session/keeper.py"
+#: Seconds past a call's wall time that the host waits for the keeper's answer before it
+#: ends the session: the keeper kills at the wall time and needs only to reap and report.
+GRACE = 2.0
+#: Seconds a new session may take to start its keeper.
+START_TIMEOUT = 30.0
+#: Characters of a value's ``repr``, of an exception's message and of its traceback kept.
+VALUE_CAP = 64 * 1024
+#: Bytes the keeper itself may write to its stdout and stderr (a traceback of its own).
+_KEEPER_OUTPUT_CAP = 64 * 1024
+#: Channels a session passes into its sandbox beyond a run's fds.
+_CHANNELS = 2
+_STATUSES = {
+    "ok": Status.OK,
+    "wall_time_exceeded": Status.WALL_TIME_EXCEEDED,
+    "cpu_time_exceeded": Status.CPU_TIME_EXCEEDED,
+    "memory_exceeded": Status.MEMORY_EXCEEDED,
+    "output_exceeded": Status.OUTPUT_EXCEEDED,
+    "interrupted": Status.SIGNALED,
+    "signaled": Status.SIGNALED,
+    "nonzero_exit": Status.NONZERO_EXIT,
+}
+_REASONS = {
+    "wall_time_exceeded": "the call passed its wall time",
+    "cpu_time_exceeded": "the call passed its CPU time",
+    "memory_exceeded": "the call ran out of memory",
+    "output_exceeded": "the call's output passed its cap",
+    "interrupted": "the call was interrupted",
+    "signaled": "the call's interpreter was killed by a signal",
+    "nonzero_exit": "the call's interpreter exited",
+}
+
+
+def _positive_seconds(value: object, name: str) -> float:
+    """``value`` as finite seconds > 0, or a ``TypeError``/``ValueError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number of seconds > 0, not {value!r}")
+    return float(value)
+
+
+def _call_files(files: object) -> list[tuple[str, int, bytes]]:
+    """``files`` as ``(name, mode, content)``, checked as ``run``'s ``files`` are."""
+    if files is None:
+        return []
+    if not isinstance(files, Mapping):
+        raise TypeError(f"files must be a mapping of str to bytes, not {type(files).__name__}")
+    encode_files(files)
+    return [
+        (
+            name,
+            0o755 if isinstance(value, File) and value.executable else 0o644,
+            bytes(value.content if isinstance(value, File) else value),
+        )
+        for name, value in files.items()
+    ]
+
+
+class Session:
+    """A live Python interpreter in a sandbox of its own, for code that runs in steps.
+
+    ``with Session() as s: s.run("x = 1"); s.run("x + 1").value == "2"``.  See the
+    guide's *Sessions* page for what persists, what rolls back, and what each limit
+    covers.
+
+    :param limits: per session, ``memory``, ``disk``, ``processes``, ``open_files`` and
+        ``file_size`` of the whole sandbox; per call, the defaults of ``run``'s
+        ``wall_time``, ``cpu_time``, ``stdout``, ``stderr``, ``truncate_output``,
+        ``files_out`` and ``files_out_count``.
+    :param readable: host paths the code may read, as for ``run``.
+    :param env: environment variables, as for ``run``.
+    :param files: files put in the working directory ``/sandbox`` before the first call.
+    :param lifetime: seconds the session may live; past them it ends (``lost``).
+    :param idle_timeout: seconds without a call after which the session ends.
+    :param cpu_budget: CPU seconds of everything the session runs, calls and whatever
+        runs between them; past them it ends.
+    :raises TypeError, ValueError: a bad argument, before anything starts.
+    :raises SandboxError: the sandbox could not be started.
+    """
+
+    def __init__(
+        self,
+        *,
+        limits: Limits | None = None,
+        readable: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        files: Mapping[str, bytes | File] | None = None,
+        lifetime: float = 3600.0,
+        idle_timeout: float = 600.0,
+        cpu_budget: float = 600.0,
+    ) -> None:
+        if limits is None:
+            limits = Limits()
+        elif not isinstance(limits, Limits):
+            raise TypeError(f"limits must be a Limits or None, not {type(limits).__name__}")
+        if limits.open_files < MIN_OPEN_FILES + _CHANNELS:
+            raise ValueError(
+                f"limits.open_files must be at least {MIN_OPEN_FILES + _CHANNELS} for a "
+                "session (its two pipes to the host)"
+            )
+        self.limits = limits
+        self.lifetime = _positive_seconds(lifetime, "lifetime")
+        self.idle_timeout = _positive_seconds(idle_timeout, "idle_timeout")
+        self.cpu_budget = _positive_seconds(cpu_budget, "cpu_budget")
+        files_stream = encode_files(files) if files else None
+        check_fits_tmpfs(files or {}, limits.disk, limits.disk_inodes())
+        paths = check_readable(readable)
+        env_options = check_env(env)
+        self._lock = threading.Lock()
+        self._kill = threading.Event()
+        self._gone = threading.Event()
+        self._facts: Facts | None = None
+        self._failure: BaseException | None = None
+        self._lost_reason = ""
+        self._closed = False
+        self._idle: threading.Timer | None = None
+        request_read, request_write = os.pipe()
+        reply_read, reply_write = os.pipe()
+        self._channel = Channel(request_write, reply_read)
+        inside = (request_read, reply_write)
+        try:
+            plan = self._plan(files_stream, paths, env_options, inside)
+            self._thread = threading.Thread(
+                target=self._hold, args=(plan,), name="pysandbox-session", daemon=True
+            )
+            self._thread.start()
+            self._wait_ready()
+        except BaseException:
+            self._kill.set()
+            if hasattr(self, "_thread"):
+                self._thread.join()
+            self._channel.close()
+            raise
+        finally:
+            for fd in inside:
+                os.close(fd)
+        self._arm_idle()
+
+    def _plan(
+        self,
+        files_stream: bytes | None,
+        paths: list[str],
+        env_options: list[str],
+        channels: tuple[int, int],
+    ) -> Plan:
+        limits = self.limits
+        payloads = [] if files_stream is None else [files_stream]
+        layout = FdLayout.of(
+            payloads=len(payloads), code=True, binds=len(paths), channels=_CHANNELS
+        )
+        init_options = ["--files-dir", bwrap.WORKDIR]
+        if payloads:
+            init_options += ["--files-in-fd", str(layout.payloads[0])]
+        budget = math.ceil(self.cpu_budget) + 1
+        rlimits = [item for item in limits.rlimits() if item[0] != resource.RLIMIT_CPU]
+        rlimits.append((resource.RLIMIT_CPU, budget, budget + 1))
+        return Plan(
+            layout=layout,
+            python=programs.find_python(),
+            options=[
+                *("--perms", "0755", "--dir", os.path.dirname(KEEPER_PATH)),
+                *bwrap.run_options(
+                    disk=limits.disk, readable=list(zip(layout.binds, paths)), env=env_options
+                ),
+            ],
+            readable=paths,
+            writable=[bwrap.WORKDIR],
+            init_options=init_options,
+            program=[
+                programs.find_python(),
+                "-u",
+                KEEPER_PATH,
+                *(str(fd) for fd in layout.channels),
+            ],
+            code=_keeper_source(),
+            code_path=KEEPER_PATH,
+            code_mode=bwrap.MAIN_MODE,
+            payloads=payloads,
+            capture_caps=[],
+            rlimits=rlimits,
+            processes=limits.processes,
+            memory_total=limits.memory + limits.disk,
+            disk_inodes=limits.disk_inodes(),
+            stdout_cap=_KEEPER_OUTPUT_CAP,
+            stderr_cap=_KEEPER_OUTPUT_CAP,
+            kill_on_cap=False,
+            timeout=self.lifetime,
+            cpu_limit=self.cpu_budget,
+            cancel=self._kill,
+            channels=channels,
+        )
+
+    def _hold(self, plan: Plan) -> None:
+        """The session's thread: the launch, from the sandbox's start to its end."""
+        try:
+            self._facts = launch(plan)
+        except BaseException as exc:  # kept for the caller: the thread has nobody else
+            self._failure = exc
+        finally:
+            self._gone.set()
+
+    def _wait_ready(self) -> None:
+        """Wait for the keeper's ``READY``; raise what the launch raised, or a
+        ``SandboxError`` saying why the keeper did not start."""
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            try:
+                kind, payload = self._channel.receive(
+                    min(deadline, time.monotonic() + 0.05), {READY: 4096, FATAL: CONTROL_MAX}
+                )
+            except ChannelTimeout:
+                if self._gone.is_set() or time.monotonic() >= deadline:
+                    break
+                continue
+            except ProtocolError:
+                break
+            if kind == READY:
+                return
+            self._lost_reason = _fatal_reason(payload)
+            break
+        self._kill.set()
+        self._thread.join()
+        if self._failure is not None and not isinstance(self._failure, ProtocolError):
+            raise self._failure
+        raise SandboxError(f"the session could not start: {self._ending()}")
+
+    def _arm_idle(self) -> None:
+        self._idle = threading.Timer(self.idle_timeout, self._expire)
+        self._idle.daemon = True
+        self._idle.start()
+
+    def _expire(self) -> None:
+        """The idle timeout passed: end the session unless a call has just begun."""
+        if self._lock.acquire(blocking=False):
+            try:
+                self._end(f"no call for {self.idle_timeout:g} s (the idle timeout)")
+            finally:
+                self._lock.release()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def alive(self) -> bool:
+        """The session can run a call."""
+        return not self._closed and not self._gone.is_set() and not self._lost_reason
+
+    def run(
+        self,
+        code: str,
+        *,
+        wall_time: float | None = None,
+        cpu_time: float | None = None,
+        stdout: int | None = None,
+        stderr: int | None = None,
+        truncate_output: bool | None = None,
+        files: Mapping[str, bytes | File] | None = None,
+    ) -> CellResult:
+        """Run ``code`` in the session as a notebook cell runs, and say what it did.
+
+        Globals, imports, functions and the working directory persist to the next call;
+        the value of a final expression comes back as ``CellResult.value`` (its
+        ``repr``), an exception as ``CellResult.error``.  A call that a limit ends, or
+        that crashes the interpreter, is rolled back: the session's state is exactly
+        what it was before it.  Each limit left None is the session's ``limits``'.
+
+        :raises TypeError, ValueError: a bad argument, before anything runs.
+        :raises SandboxError: the session was closed, or lost by an earlier call.
+        :raises KeyboardInterrupt: Ctrl-C while the call ran; the call was rolled back
+            first and the session goes on.
+        """
+        if not isinstance(code, str):
+            raise TypeError(f"code must be str, not {type(code).__name__}")
+        if "\0" in code:
+            raise ValueError("code must not contain NUL characters")
+        changes = {
+            "wall_time": wall_time,
+            "cpu_time": cpu_time,
+            "stdout": stdout,
+            "stderr": stderr,
+            "truncate_output": truncate_output,
+        }
+        limits = replace(self.limits, **{k: v for k, v in changes.items() if v is not None})
+        inputs = _call_files(files)
+        with self._lock:
+            if not self.alive:
+                raise SandboxError(f"the session has ended: {self._ending()}")
+            if self._idle is not None:
+                self._idle.cancel()
+            try:
+                return self._call(code, limits, inputs)
+            finally:
+                if self.alive:
+                    self._arm_idle()
+
+    def _call(self, code: str, limits: Limits, inputs: list[tuple[str, int, bytes]]) -> CellResult:
+        order = {
+            "code": code,
+            "wall": limits.wall_time,
+            "cpu": limits.cpu_time,
+            "stdout": limits.stdout,
+            "stderr": limits.stderr,
+            "truncate": limits.truncate_output,
+            "files_max": limits.files_out,
+            "files_count": limits.files_out_count,
+            "value_max": VALUE_CAP,
+        }
+        started = time.monotonic()
+        reply = _Reply(limits)
+        interrupted = False
+        try:
+            self._channel.send(call_request(order, inputs))
+            deadline = started + limits.wall_time + GRACE
+            while reply.done is None:
+                try:
+                    kind, payload = self._channel.receive(deadline, reply.bounds())
+                except KeyboardInterrupt:
+                    interrupted = True
+                    self._channel.interrupt()
+                    deadline = min(deadline, time.monotonic() + GRACE)
+                    continue
+                reply.take(kind, payload)
+        except ProtocolError as exc:
+            return self._lose(str(exc), reply, started)
+        result = reply.result(time.monotonic() - started)
+        if result.lost:
+            self._end(result.reason)
+            return self._lose(result.reason, reply, started)
+        if interrupted:
+            raise KeyboardInterrupt
+        return result
+
+    def _lose(self, why: str, reply: _Reply, started: float) -> CellResult:
+        """End the session and say so as the call's result."""
+        self._end(why)
+        return CellResult(
+            outcome=LOST,
+            status=self._lost_status(),
+            stdout=bytes(reply.stdout),
+            stderr=bytes(reply.stderr),
+            reason=self._ending(),
+            wall_time=time.monotonic() - started,
+        )
+
+    def _lost_status(self) -> Status:
+        raw = self._facts.raw if self._facts is not None else None
+        if raw is not None and raw["cpu_exceeded"]:
+            return Status.CPU_TIME_EXCEEDED
+        if raw is not None and raw["timed_out"]:
+            return Status.WALL_TIME_EXCEEDED
+        usage = self._facts.usage if self._facts is not None else None
+        if usage is not None and usage.memory_exceeded:
+            return Status.MEMORY_EXCEEDED
+        return Status.SIGNALED
+
+    def _end(self, why: str) -> None:
+        """Kill the sandbox (if it runs) and wait until it is gone and reaped."""
+        if not self._lost_reason:
+            self._lost_reason = why
+        if self._idle is not None:
+            self._idle.cancel()
+        self._kill.set()
+        self._thread.join()
+
+    def _ending(self) -> str:
+        """Why the session ended, in words: the sandbox's own end first."""
+        facts = self._facts
+        if facts is not None and facts.raw["timed_out"]:
+            return f"its lifetime of {self.lifetime:g} s passed"
+        if facts is not None and facts.raw["cpu_exceeded"]:
+            return f"its CPU budget of {self.cpu_budget:g} s was used up"
+        if facts is not None and facts.usage is not None and facts.usage.memory_exceeded:
+            return "its memory limit was reached"
+        if self._closed and not self._lost_reason:
+            return "it was closed"
+        if self._failure is not None and not self._lost_reason:
+            return str(self._failure)
+        tail = ""
+        if facts is not None and isinstance(facts.raw["stderr"], bytes):
+            tail = facts.raw["stderr"].decode("utf-8", "replace").strip()[-400:]
+        reason = self._lost_reason or "the keeper ended"
+        return f"{reason} ({tail})" if tail else reason
+
+    def interrupt(self) -> None:
+        """End the running call, if any, with rollback; the session goes on.  Safe to
+        call from any thread."""
+        if self.alive:
+            self._channel.interrupt()
+
+    def close(self) -> None:
+        """End the session: its sandbox is killed and reaped, nothing of it is left.
+        Idempotent; a call running in another thread ends ``lost``."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._idle is not None:
+            self._idle.cancel()
+        self._kill.set()
+        with self._lock:
+            self._thread.join()
+            self._channel.close()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True) and hasattr(self, "_thread"):
+            self._kill.set()
+
+
+class _Reply:
+    """What the keeper has said about one call so far, checked as it arrives."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.stdout = bytearray()
+        self.stderr = bytearray()
+        self.files: dict[str, bytes] = {}
+        self.files_bytes = 0
+        self.done: dict[str, object] | None = None
+        self.fatal = ""
+
+    def bounds(self) -> dict[int, int]:
+        """The kinds of frame the keeper may send now, and how long each may be."""
+        room = self.limits.files_out - self.files_bytes
+        return {
+            STDOUT: CHUNK_MAX,
+            STDERR: CHUNK_MAX,
+            FILE: max(0, room) + 4 + 4096,
+            DONE: CONTROL_MAX,
+            FATAL: CONTROL_MAX,
+        }
+
+    def take(self, kind: int, payload: bytes) -> None:
+        """Check one frame and keep what it says; ``ProtocolError`` past a cap."""
+        if kind in (STDOUT, STDERR):
+            stream, cap = (
+                (self.stdout, self.limits.stdout)
+                if kind == STDOUT
+                else (self.stderr, self.limits.stderr)
+            )
+            if len(stream) + len(payload) > cap:
+                raise ProtocolError("the keeper sent more output than the call's cap")
+            stream += payload
+        elif kind == FILE:
+            self._take_file(payload)
+        elif kind == FATAL:
+            self.fatal = _fatal_reason(payload)
+            self.done = {"outcome": LOST}
+        else:
+            self.done = control(payload)
+
+    def _take_file(self, payload: bytes) -> None:
+        size = int.from_bytes(payload[:4], "big")
+        header = control(payload[4 : 4 + size])
+        name, data = header.get("name"), payload[4 + size :]
+        if not isinstance(name, str) or not name or name in self.files or len(name) > 4096:
+            raise ProtocolError("the keeper sent a file without a fit name")
+        if len(self.files) >= self.limits.files_out_count:
+            raise ProtocolError("the keeper sent more files than the call's cap")
+        self.files_bytes += len(data)
+        if self.files_bytes > self.limits.files_out:
+            raise ProtocolError("the keeper sent more file bytes than the call's cap")
+        self.files[name] = data
+
+    def result(self, wall: float) -> CellResult:
+        """The call's result from its ``DONE``; ``ProtocolError`` when a field is unfit."""
+        done = self.done
+        assert done is not None
+        outcome = done.get("outcome")
+        if outcome == LOST:
+            return CellResult(outcome=LOST, status=Status.SIGNALED, reason=self.fatal)
+        if outcome not in (COMMITTED, ROLLED_BACK):
+            raise ProtocolError("the keeper sent an unknown outcome")
+        word = done.get("status")
+        if word not in _STATUSES or (outcome == COMMITTED) != (word == "ok"):
+            raise ProtocolError("the keeper sent an unknown status")
+        returncode, signal = _ending_of(done.get("wait_status"), word)
+        return CellResult(
+            outcome=str(outcome),
+            status=_STATUSES[str(word)],
+            stdout=bytes(self.stdout),
+            stderr=bytes(self.stderr),
+            stdout_truncated=done.get("stdout_truncated") is True,
+            stderr_truncated=done.get("stderr_truncated") is True,
+            value=_text_or_none(done.get("value"), "value"),
+            error=_error(done.get("error")),
+            reason=_REASONS.get(str(word), ""),
+            wall_time=wall,
+            cpu_time=finite(done.get("cpu", 0.0), "cpu"),
+            max_rss=int(finite(done.get("max_rss", 0), "max_rss")),
+            files=self.files,
+            files_truncated=done.get("files_truncated") is True,
+            returncode=returncode,
+            signal=signal,
+        )
+
+
+def _ending_of(status: object, word: object) -> tuple[int | None, int | None]:
+    """The exit code or signal of a rolled-back call's wait status."""
+    if word not in ("signaled", "nonzero_exit") or isinstance(status, bool):
+        return None, None
+    if not isinstance(status, int) or not 0 <= status < 1 << 16:
+        raise ProtocolError("the keeper sent a bad wait status")
+    if os.WIFSIGNALED(status):
+        return None, os.WTERMSIG(status)
+    return os.WEXITSTATUS(status), None
+
+
+def _text_or_none(value: object, what: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > VALUE_CAP:
+        raise ProtocolError(f"the keeper sent an unfit {what}")
+    return value
+
+
+def _error(value: object) -> CellError | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ProtocolError("the keeper sent an unfit error")
+    fields = [_text_or_none(value.get(key), key) for key in ("type", "message", "traceback")]
+    if any(field is None for field in fields):
+        raise ProtocolError("the keeper sent an unfit error")
+    return CellError(*(str(field) for field in fields))
+
+
+def _fatal_reason(payload: bytes) -> str:
+    try:
+        reason = control(payload).get("reason")
+    except ProtocolError:
+        return "the keeper ended the session"
+    if not isinstance(reason, str):
+        return "the keeper ended the session"
+    return f"the keeper ended the session: {reason[:400]}"
+
+
+def _keeper_source() -> bytes:
+    """The keeper's code, read from this package."""
+    return (Path(__file__).parent / "session_keeper.py").read_bytes()

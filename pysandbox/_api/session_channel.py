@@ -1,0 +1,152 @@
+# SPDX-License-Identifier: MIT
+"""The host's end of a session's channel: requests out, the keeper's frames in.
+
+The keeper (``session_keeper.py``) shares its uid with the session's code, so what it
+says is hostile input: every frame is bounded before it is read whole (a kind the host
+expects at that moment, a length within that kind's bound), JSON goes through the
+bounded parser (``untrusted.loads``), and each field is checked for its type and range.
+Anything else is a ``ProtocolError``, after which the session is killed: the host never
+waits for a frame past its deadline and never keeps more than the caps of one call.
+
+Frames: one byte of kind, four of length (big-endian), the payload; the kinds are the
+keeper's (``CALL`` and ``INTERRUPT`` from the host; ``READY``, ``STDOUT``, ``STDERR``,
+``FILE``, ``DONE``, ``FATAL`` to it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import select
+import struct
+import time
+
+from .._model.untrusted import UntrustedInputError, loads
+
+__all__ = [
+    "CALL",
+    "DONE",
+    "FATAL",
+    "FILE",
+    "INTERRUPT",
+    "READY",
+    "STDERR",
+    "STDOUT",
+    "Channel",
+    "ChannelTimeout",
+    "ProtocolError",
+    "call_request",
+    "control",
+    "finite",
+]
+
+HEADER = struct.Struct(">BI")
+CALL, INTERRUPT = ord("C"), ord("I")
+READY, STDOUT, STDERR, FILE, DONE, FATAL = (ord(c) for c in "ROEFDX")
+#: The keeper's output chunks are at most 64 KiB; control messages are small.
+CHUNK_MAX = 65536
+CONTROL_MAX = 1 << 20
+_U32 = struct.Struct(">I")
+
+
+class ProtocolError(Exception):
+    """The keeper broke the protocol (or went silent past a deadline); the message says how."""
+
+
+class ChannelTimeout(ProtocolError):
+    """The deadline of ``Channel.receive`` passed before a whole frame came."""
+
+
+def call_request(order: dict[str, object], files: list[tuple[str, int, bytes]]) -> bytes:
+    """A ``CALL`` frame: the JSON ``order`` (which lists the files as ``[name, size,
+    mode]``), then the files' bytes."""
+    order = {**order, "files": [[name, len(data), mode] for name, mode, data in files]}
+    body = json.dumps(order).encode("utf-8")
+    payload = b"".join([_U32.pack(len(body)), body, *(data for _, _, data in files)])
+    return HEADER.pack(CALL, len(payload)) + payload
+
+
+def finite(value: object, what: str) -> float:
+    """``value`` as a finite number >= 0, else ``ProtocolError`` naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ProtocolError(f"{what} is not a number")
+    if not math.isfinite(value) or value < 0:
+        raise ProtocolError(f"{what} is out of range")
+    return float(value)
+
+
+class Channel:
+    """The two pipes of one session: ``send`` to the keeper, ``receive`` from it.
+
+    Owns both fds; ``close`` closes them (idempotent).  Not thread-safe: one call at a
+    time, which ``Session`` ensures (an interrupt is written with ``os.write`` of one
+    small frame, atomic on a pipe)."""
+
+    def __init__(self, request_fd: int, reply_fd: int) -> None:
+        self.request_fd = request_fd
+        self.reply_fd = reply_fd
+        self._buffer = bytearray()
+        self._poll = select.poll()
+        self._poll.register(reply_fd, select.POLLIN)
+
+    def send(self, frame: bytes) -> None:
+        """Write ``frame`` whole; ``ProtocolError`` when the keeper is gone."""
+        view = memoryview(frame)
+        try:
+            while view:
+                view = view[os.write(self.request_fd, view) :]
+        except (BrokenPipeError, OSError) as exc:
+            raise ProtocolError(f"the keeper stopped reading ({exc.strerror})") from None
+
+    def interrupt(self) -> None:
+        """Ask the keeper to end the running call (one atomic write; a gone keeper is
+        noticed by ``receive``)."""
+        with contextlib.suppress(OSError):
+            os.write(self.request_fd, HEADER.pack(INTERRUPT, 0))
+
+    def receive(self, deadline: float, bounds: dict[int, int]) -> tuple[int, bytes]:
+        """The next frame, whose kind must be a key of ``bounds`` and whose length at
+        most its value; ``ProtocolError`` past ``deadline`` (``time.monotonic()``), at
+        the pipe's end, or on a frame of another kind or length."""
+        while True:
+            if len(self._buffer) >= HEADER.size:
+                kind, length = HEADER.unpack_from(self._buffer)
+                if kind not in bounds:
+                    raise ProtocolError(f"the keeper sent a frame of kind {kind} out of turn")
+                if length > bounds[kind]:
+                    raise ProtocolError(f"the keeper sent a frame of {length} bytes")
+                end = HEADER.size + length
+                if len(self._buffer) >= end:
+                    payload = bytes(self._buffer[HEADER.size : end])
+                    del self._buffer[:end]
+                    return kind, payload
+            self._fill(deadline)
+
+    def _fill(self, deadline: float) -> None:
+        """Read what the pipe holds into the buffer, waiting until ``deadline``."""
+        left = deadline - time.monotonic()
+        if left <= 0 or not self._poll.poll(max(1, math.ceil(left * 1000))):
+            raise ChannelTimeout("the keeper did not answer in time")
+        data = os.read(self.reply_fd, 1 << 20)
+        if not data:
+            raise ProtocolError("the keeper's pipe closed")
+        self._buffer += data
+
+    def close(self) -> None:
+        for fd in (self.request_fd, self.reply_fd):
+            if fd >= 0:
+                os.close(fd)
+        self.request_fd = self.reply_fd = -1
+
+
+def control(payload: bytes) -> dict[str, object]:
+    """A control frame's JSON object, parsed with bounded depth and numbers."""
+    try:
+        message = loads(payload, max_bytes=None)
+    except (UntrustedInputError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ProtocolError(f"the keeper sent bad JSON: {exc}") from None
+    if not isinstance(message, dict):
+        raise ProtocolError("the keeper sent JSON that is not an object")
+    return message

@@ -1,0 +1,580 @@
+# SPDX-License-Identifier: MIT
+"""The keeper: the program a ``Session``'s sandbox runs, and its only link to the host.
+
+Never imported on the host: ``session.py`` reads this file's text and shows it to the
+sandbox as its program (``python -u KEEPER REQUEST_FD REPLY_FD``), so it imports nothing
+of pysandbox and runs on every supported Python.  Everything it says to the host is
+checked there as hostile input (``session_channel.py``): the code of the session runs
+with the keeper's uid and may forge, stop or kill it, which can only lose its own
+session.
+
+Three kinds of process, all below the init:
+
+* the keeper (this process): reads the host's requests, forks the first state process,
+  watches each call (its wall time, the CPU time of every process it starts, its
+  output), ends what a call left running, and answers the host.  A subreaper, so every
+  orphan of a call is its child to reap and count.
+* the state process: holds the session's ``__main__``; for each call it forks a call
+  process and waits for it.
+* the call process: runs the code.  When the code ends without a limit ending it, it
+  tells the keeper (``DONE``) and becomes the state process; the keeper kills the old
+  one.  When a limit ends it (or it crashes), its parent, untouched, stays the state:
+  the call is rolled back, every object as it was before it.
+
+Frames, both ways and on the internal result pipe: one byte of kind, four of length
+(big-endian), the payload.
+
+One file of about 500 lines rather than several: the sandbox is shown exactly one
+program, and nothing of the package is importable there.
+"""
+
+import ast
+import contextlib
+import json
+import linecache
+import os
+import select
+import signal
+import struct
+import sys
+import time
+import traceback
+
+HEADER = struct.Struct(">BI")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+#: How often a running call's CPU time is added up.
+TICK = 0.02
+#: Host to keeper: a call (JSON, then the input files' bytes); an interrupt.
+CALL, INTERRUPT = ord("C"), ord("I")
+#: Keeper to host: ready; a chunk of stdout, of stderr; an output file; a call's end;
+#: the session's end.
+READY, STDOUT, STDERR, FILE, DONE, FATAL = (ord(c) for c in "ROEFDX")
+#: State and call processes to keeper: started; the code ended; it ran out of memory;
+#: the call process ended (told by its parent, the state process).
+STARTED, FINISHED, OUT_OF_MEMORY, ENDED = (ord(c) for c in "sfme")
+CHUNK = 65536
+
+
+def write_frame(fd, kind, payload):
+    """Write one frame whole to ``fd`` (blocking)."""
+    view = memoryview(HEADER.pack(kind, len(payload)) + payload)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def read_exact(fd, size):
+    """``size`` bytes from the blocking ``fd``; EOFError at its end."""
+    parts = []
+    while size:
+        part = os.read(fd, min(size, 1 << 20))
+        if not part:
+            raise EOFError
+        parts.append(part)
+        size -= len(part)
+    return b"".join(parts)
+
+
+def read_frame(fd):
+    """One frame from the blocking ``fd``: ``(kind, payload)``."""
+    kind, length = HEADER.unpack(read_exact(fd, HEADER.size))
+    return kind, read_exact(fd, length)
+
+
+def libc_prctl():
+    """``prctl`` of the C library, or None where ctypes is missing."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (ImportError, OSError, AttributeError):
+        return None
+
+
+PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
+
+
+class State:
+    """The session's interpreter state: the state and call processes' side."""
+
+    def __init__(self, control_fd, result_fd):
+        self.control_fd = control_fd
+        self.result_fd = result_fd
+        self.cells = 0
+        main = type(sys)("__main__")
+        main.__builtins__ = __builtins__
+        sys.modules["__main__"] = main
+        self.namespace = main.__dict__
+        sys.argv = [""]
+        sys.path[0] = ""
+
+    def serve(self):
+        """Wait for calls and fork a call process for each; never returns."""
+        write_frame(self.result_fd, STARTED, json.dumps({"pid": os.getpid()}).encode())
+        while True:
+            try:
+                _, payload = read_frame(self.control_fd)
+            except EOFError:
+                os._exit(0)
+            request = json.loads(payload)
+            self.cells += 1
+            child = os.fork()
+            if child == 0:
+                self.run_call(request)
+                continue
+            _, status, usage = os.wait4(child, 0)
+            ended = {
+                "pid": child,
+                "status": status,
+                "cpu": usage.ru_utime + usage.ru_stime,
+                "max_rss": usage.ru_maxrss * 1024,
+            }
+            write_frame(self.result_fd, ENDED, json.dumps(ended).encode())
+
+    def run_call(self, request):
+        """In the call process: run the code, tell the keeper, and return to ``serve``
+        as the new state process."""
+        try:
+            with open("/proc/self/oom_score_adj", "w") as adjust:
+                adjust.write("1000")
+        except OSError:
+            pass
+        name = f"<cell-{self.cells}>"
+        code = request["code"]
+        linecache.cache[name] = (len(code), None, code.splitlines(True), name)
+        value, error = None, None
+        try:
+            value = self.execute(code, name)
+        except MemoryError:
+            self.flush()
+            write_frame(self.result_fd, OUT_OF_MEMORY, b"{}")
+            os._exit(1)
+        except BaseException as exc:
+            error = describe(exc, request["value_max"])
+        shown = None
+        if value is not None:
+            self.namespace["_"] = value
+            try:
+                shown = repr(value)[: request["value_max"]]
+            except MemoryError:
+                self.flush()
+                write_frame(self.result_fd, OUT_OF_MEMORY, b"{}")
+                os._exit(1)
+            except BaseException as exc:
+                error = describe(exc, request["value_max"])
+        self.flush()
+        done = {"pid": os.getpid(), "value": shown, "error": error}
+        write_frame(self.result_fd, FINISHED, json.dumps(done).encode())
+
+    def execute(self, code, name):
+        """Run ``code`` as a notebook cell: the value of a final expression, else None."""
+        tree = ast.parse(code, name, "exec")
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body.pop().value)
+        exec(compile(tree, name, "exec"), self.namespace)
+        if last is None:
+            return None
+        return eval(compile(last, name, "eval"), self.namespace)
+
+    @staticmethod
+    def flush():
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(BaseException):
+                stream.flush()
+
+
+def describe(exc, cap):
+    """An exception as data: its type, message and the traceback of the cell's frames."""
+    trace = exc.__traceback__
+    while trace is not None and trace.tb_frame.f_code.co_filename == __file__:
+        trace = trace.tb_next
+    try:
+        message = str(exc)
+    except BaseException:
+        message = "<the exception's str() failed>"
+    try:
+        text = "".join(traceback.format_exception(type(exc), exc, trace))
+    except BaseException:
+        text = f"{type(exc).__name__}: {message}\n"
+    return {"type": type(exc).__name__, "message": message[:cap], "traceback": text[-cap:]}
+
+
+def process_stat(pid):
+    """``(state, cpu seconds of it and its reaped children)`` of ``pid``, or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    ticks = sum(int(field) for field in fields[11:15])
+    return fields[0], ticks / CLOCK_TICKS
+
+
+class Keeper:
+    """The keeper's side: the host's requests, the state process, the calls."""
+
+    def __init__(self, request_fd, reply_fd):
+        self.request_fd = request_fd
+        self.reply_fd = reply_fd
+        self.me = os.getpid()
+        self.out_read, out_write = os.pipe()
+        self.err_read, err_write = os.pipe()
+        control_read, self.control_write = os.pipe()
+        self.result_read, result_write = os.pipe()
+        prctl = libc_prctl()
+        if prctl is None or prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            self.fatal("the keeper cannot become a subreaper")
+        self.state = os.fork()
+        if self.state == 0:
+            for fd in (request_fd, reply_fd, self.out_read, self.err_read):
+                os.close(fd)
+            os.close(self.control_write)
+            os.close(self.result_read)
+            os.dup2(out_write, 1)
+            os.dup2(err_write, 2)
+            os.close(out_write)
+            os.close(err_write)
+            os.close(0)
+            os.open("/dev/null", os.O_RDONLY)
+            State(control_read, result_write).serve()
+        prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        for fd in (out_write, err_write, control_read, result_write):
+            os.close(fd)
+        for fd in (self.out_read, self.err_read):
+            os.set_blocking(fd, False)
+        self.results = b""
+        kind, _ = self.next_result(None)
+        if kind != STARTED:
+            self.fatal("the state process did not start")
+        write_frame(reply_fd, READY, json.dumps({"pid": self.me}).encode())
+
+    def fatal(self, reason):
+        """End the session: say why, then exit (the init ends every other process)."""
+        try:
+            write_frame(self.reply_fd, FATAL, json.dumps({"reason": reason}).encode())
+        finally:
+            os._exit(3)
+
+    def next_result(self, deadline):
+        """The next frame on the result pipe, (None, b"") at ``deadline``."""
+        while True:
+            if len(self.results) >= HEADER.size:
+                kind, length = HEADER.unpack_from(self.results)
+                if length > 1 << 22:
+                    self.fatal("a frame on the result pipe is too long")
+                if len(self.results) >= HEADER.size + length:
+                    payload = self.results[HEADER.size : HEADER.size + length]
+                    self.results = self.results[HEADER.size + length :]
+                    return kind, payload
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self.result_read], [], [], timeout)
+            if not ready:
+                return None, b""
+            data = os.read(self.result_read, CHUNK)
+            if not data:
+                self.fatal("the state process closed the result pipe")
+            self.results += data
+
+    def serve(self):
+        """Answer the host's requests until it closes the request pipe."""
+        while True:
+            try:
+                kind, payload = read_frame(self.request_fd)
+            except EOFError:
+                os._exit(0)
+            if kind == CALL:
+                self.call(payload)
+            elif kind != INTERRUPT:
+                self.fatal(f"unknown request {kind}")
+
+    def call(self, payload):
+        (size,) = struct.unpack_from(">I", payload)
+        request = json.loads(payload[4 : 4 + size])
+        offset = 4 + size
+        for name, length, mode in request["files"]:
+            path = os.path.join("/sandbox", name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+            with os.fdopen(descriptor, "wb") as out:
+                out.write(payload[offset : offset + length])
+            offset += length
+        Call(self, request).run()
+
+
+class Call:
+    """One call, watched by the keeper from its request to its answer."""
+
+    def __init__(self, keeper, request):
+        self.keeper = keeper
+        self.request = request
+        self.written = {STDOUT: 0, STDERR: 0}
+        self.truncated = {STDOUT: False, STDERR: False}
+        self.caps = {STDOUT: request["stdout"], STDERR: request["stderr"]}
+        self.reaped_cpu = 0.0
+        self.killed_for = None
+        self.before = snapshot()
+
+    def run(self):
+        keeper = self.keeper
+        started = time.monotonic()
+        deadline = started + self.request["wall"]
+        order = {"code": self.request["code"], "value_max": self.request["value_max"]}
+        write_frame(keeper.control_write, CALL, json.dumps(order).encode())
+        cpu, outcome = 0.0, None
+        while outcome is None:
+            now = time.monotonic()
+            if now >= deadline and self.killed_for is None:
+                self.kill("wall_time_exceeded")
+            timeout = TICK if self.killed_for is None else 0.5
+            if self.killed_for is None:
+                timeout = min(timeout, max(0.0, deadline - now))
+            readable = [keeper.result_read, keeper.out_read, keeper.err_read, keeper.request_fd]
+            if keeper.results:
+                readable = [keeper.result_read]
+                timeout = 0.0
+            ready, _, _ = select.select(readable, [], [], timeout)
+            if keeper.request_fd in ready:
+                self.request_from_host()
+            self.pump(ready)
+            if keeper.result_read in ready or keeper.results:
+                outcome = self.result()
+            self.reap()
+            if self.killed_for is None:
+                cpu = self.cpu_now()
+                if cpu > self.request["cpu"]:
+                    self.kill("cpu_time_exceeded")
+        wall = time.monotonic() - started
+        self.answer(outcome, wall)
+
+    def request_from_host(self):
+        keeper = self.keeper
+        try:
+            kind, _ = read_frame(keeper.request_fd)
+        except EOFError:
+            os._exit(0)
+        if kind != INTERRUPT:
+            keeper.fatal("a request came while a call ran")
+        if self.killed_for is None:
+            self.kill("interrupted")
+
+    def result(self):
+        """The call's end from the result pipe, or None while it runs."""
+        keeper = self.keeper
+        kind, payload = keeper.next_result(time.monotonic())
+        if kind is None:
+            return None
+        message = json.loads(payload)
+        if kind == OUT_OF_MEMORY:
+            if self.killed_for is None:
+                self.killed_for = "memory_exceeded"
+            return None
+        if kind == FINISHED and self.killed_for is None:
+            return self.commit(message)
+        if kind == FINISHED:
+            return None
+        if kind == ENDED:
+            return self.rolled_back(message)
+        keeper.fatal(f"unknown result {kind}")
+        return None
+
+    def commit(self, message):
+        keeper = self.keeper
+        new_state = message["pid"]
+        os.kill(keeper.state, signal.SIGKILL)
+        # Not counted: its CPU time is the session's before the call, and the calls
+        # it rolled back (children it reaped), which their results counted.
+        os.waitpid(keeper.state, 0)
+        keeper.state = new_state
+        self.end_strays()
+        own = process_stat(new_state)
+        if own is None or own[0] == b"Z":
+            keeper.fatal("the call's process ended as it finished")
+        cpu = self.reaped_cpu + self.cpu_of_others() + own[1]
+        return {
+            "outcome": "committed",
+            "status": "ok",
+            "value": message["value"],
+            "error": message["error"],
+            "cpu": cpu,
+            "max_rss": peak_rss(new_state),
+        }
+
+    def rolled_back(self, message):
+        self.end_strays()
+        status = message["status"]
+        reason = self.killed_for
+        if reason is None:
+            if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
+                reason = "memory_exceeded"
+            elif os.WIFSIGNALED(status):
+                reason = "signaled"
+            else:
+                reason = "nonzero_exit"
+        return {
+            "outcome": "rolled_back",
+            "status": reason,
+            "wait_status": status,
+            "cpu": self.reaped_cpu + message["cpu"],
+            "max_rss": message["max_rss"],
+        }
+
+    def kill(self, why):
+        self.killed_for = why
+        self.end_strays()
+
+    def others(self, keep_zombies):
+        """Every process of the sandbox but the init, the keeper and the state."""
+        keep = {1, self.keeper.me, self.keeper.state}
+        found = []
+        for name in os.listdir("/proc"):
+            if name.isdigit() and int(name) not in keep:
+                stat = process_stat(name)
+                if stat is not None and (keep_zombies or stat[0] != b"Z"):
+                    found.append((int(name), stat[1]))
+        return found
+
+    def end_strays(self):
+        """Kill every process but the keeper and the state, until none is left."""
+        while True:
+            living = self.others(keep_zombies=False)
+            if not living:
+                break
+            for pid, _ in living:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            self.reap()
+            time.sleep(0.0005)
+        self.reap()
+
+    def reap(self):
+        """Reap the keeper's ended children and count their CPU time; the state's end
+        is the session's."""
+        while True:
+            try:
+                pid, _, usage = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid == self.keeper.state:
+                self.keeper.fatal("the session's state process ended")
+            self.reaped_cpu += usage.ru_utime + usage.ru_stime
+
+    def cpu_of_others(self):
+        return sum(cpu for _, cpu in self.others(keep_zombies=True))
+
+    def cpu_now(self):
+        return self.reaped_cpu + self.cpu_of_others()
+
+    def pump(self, ready):
+        keeper = self.keeper
+        for fd, kind in ((keeper.out_read, STDOUT), (keeper.err_read, STDERR)):
+            if fd in ready:
+                self.forward(fd, kind)
+
+    def forward(self, fd, kind):
+        """Everything now in the stream ``fd`` to the host, within the call's cap."""
+        while True:
+            try:
+                data = os.read(fd, CHUNK)
+            except BlockingIOError:
+                return
+            if not data:
+                return
+            room = self.caps[kind] - self.written[kind]
+            if len(data) > room:
+                data = data[: max(0, room)]
+                self.truncated[kind] = True
+                if not self.request["truncate"] and self.killed_for is None:
+                    self.kill("output_exceeded")
+            if data:
+                self.written[kind] += len(data)
+                write_frame(self.keeper.reply_fd, kind, data)
+
+    def answer(self, outcome, wall):
+        keeper = self.keeper
+        for fd, kind in ((keeper.out_read, STDOUT), (keeper.err_read, STDERR)):
+            self.forward(fd, kind)
+        files, files_truncated = changed_files(
+            self.before, self.request["files_max"], self.request["files_count"]
+        )
+        for name, mode, data in files:
+            header = json.dumps({"name": name, "mode": mode}).encode()
+            write_frame(keeper.reply_fd, FILE, struct.pack(">I", len(header)) + header + data)
+        outcome.update(
+            wall=wall,
+            stdout_truncated=self.truncated[STDOUT],
+            stderr_truncated=self.truncated[STDERR],
+            files_truncated=files_truncated,
+        )
+        write_frame(keeper.reply_fd, DONE, json.dumps(outcome).encode())
+
+
+def peak_rss(pid):
+    """The peak resident set of ``pid`` in bytes (0 when unknown)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def walk(top="/sandbox"):
+    """``{relative path: (mtime_ns, size, inode, mode)}`` of the regular files below
+    ``top``, links not followed."""
+    found = {}
+    pending = [""]
+    while pending:
+        relative = pending.pop()
+        try:
+            entries = list(os.scandir(os.path.join(top, relative)))
+        except OSError:
+            continue
+        for entry in entries:
+            name = os.path.join(relative, entry.name)
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(name)
+                elif entry.is_file(follow_symlinks=False):
+                    info = entry.stat(follow_symlinks=False)
+                    found[name] = (info.st_mtime_ns, info.st_size, info.st_ino, info.st_mode)
+            except OSError:
+                continue
+    return found
+
+
+def snapshot():
+    return walk()
+
+
+def changed_files(before, max_bytes, max_count):
+    """The files the call made or changed, within the caps: ``([(name, mode, data)],
+    truncated)``."""
+    files, total, truncated = [], 0, False
+    for name, facts in sorted(walk().items()):
+        if before.get(name) == facts:
+            continue
+        if len(files) >= max_count or total + facts[1] > max_bytes:
+            truncated = True
+            continue
+        try:
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+            descriptor = os.open(os.path.join("/sandbox", name), flags)
+            with os.fdopen(descriptor, "rb") as source:
+                data = source.read(max_bytes - total + 1)
+        except OSError:
+            continue
+        if total + len(data) > max_bytes:
+            truncated = True
+            continue
+        total += len(data)
+        files.append((name, facts[3] & 0o777, data))
+    return files, truncated
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    Keeper(int(sys.argv[1]), int(sys.argv[2])).serve()

@@ -1,0 +1,96 @@
+# SPDX-License-Identifier: MIT
+"""``CellResult``: what one call of a ``Session`` did, and ``CellError``, the exception
+the code raised, as data."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .record import record
+from .result import FrozenFiles
+from .status import Status
+
+__all__ = ["COMMITTED", "LOST", "OUTCOMES", "ROLLED_BACK", "CellError", "CellResult"]
+
+#: The call ended by itself: the session's state is what the call left.
+COMMITTED = "committed"
+#: A limit ended the call (or it crashed the interpreter): the session's state is exactly
+#: what it was before the call.
+ROLLED_BACK = "rolled_back"
+#: The session itself ended (``CellResult.reason`` says why); it runs no more calls.
+LOST = "lost"
+OUTCOMES = (COMMITTED, ROLLED_BACK, LOST)
+
+
+@record
+class CellError:
+    """An exception the call's code raised and did not catch, as Jupyter shows it."""
+
+    #: The exception's class name (``"ZeroDivisionError"``).
+    type: str
+    #: ``str()`` of the exception.
+    message: str
+    #: The traceback as text, the cell's lines included (``File "<cell-3>", line 2``).
+    traceback: str
+
+
+@record(unhashed=("files",))
+class CellResult:
+    """What one ``Session.run`` did: the outcome for the session's state, how the code
+    ended, its output and value, and what it used.
+
+    Truthy exactly when the call was committed with ``Status.OK`` and raised nothing.
+    """
+
+    #: ``"committed"``, ``"rolled_back"`` or ``"lost"`` (``COMMITTED``, ...).
+    outcome: str
+    #: How the code ended: ``OK`` (also when it raised: see ``error``), a limit
+    #: (``WALL_TIME_EXCEEDED``, ``CPU_TIME_EXCEEDED``, ``MEMORY_EXCEEDED``,
+    #: ``OUTPUT_EXCEEDED``), ``SIGNALED`` (a crash) or ``NONZERO_EXIT`` (``os._exit``).
+    status: Status
+    #: What the call wrote to stdout and stderr, within the call's caps.
+    stdout: bytes = b""
+    stderr: bytes = b""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    #: ``repr()`` of the final expression's value (None without one, or when None),
+    #: cut at the call's value cap.
+    value: str | None = None
+    #: The exception the code raised, or None.
+    error: CellError | None = None
+    #: Why a call was rolled back or the session lost, in words; "" when committed.
+    reason: str = ""
+    #: Seconds from the request to the answer, seen from the caller.
+    wall_time: float = 0.0
+    #: CPU seconds of every process the call ran, as the session's keeper counted them.
+    cpu_time: float = 0.0
+    #: Bytes: the peak resident set of the call's process.
+    max_rss: int = 0
+    #: Files the call made or changed in the working directory, by relative path.
+    files: Mapping[str, bytes] = FrozenFiles()
+    #: Some of those were left out (over the call's caps).
+    files_truncated: bool = False
+    #: The exit code of an interpreter that exited (``os._exit(3)``), or the number of the
+    #: signal that ended it (a segfault); None otherwise.
+    returncode: int | None = None
+    signal: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.outcome not in OUTCOMES:
+            raise ValueError(f"outcome must be one of {OUTCOMES}, not {self.outcome!r}")
+        object.__setattr__(self, "files", FrozenFiles(self.files))
+
+    def __bool__(self) -> bool:
+        return self.outcome == COMMITTED and self.status is Status.OK and self.error is None
+
+    @property
+    def committed(self) -> bool:
+        return self.outcome == COMMITTED
+
+    @property
+    def rolled_back(self) -> bool:
+        return self.outcome == ROLLED_BACK
+
+    @property
+    def lost(self) -> bool:
+        return self.outcome == LOST
