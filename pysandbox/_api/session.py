@@ -32,25 +32,19 @@ from .._model.file import File
 from .._model.filestream import check_fits_tmpfs, encode_files
 from .._model.limits import MIN_OPEN_FILES, Limits
 from .._model.record import replace
-from .._model.session_result import COMMITTED, LOST, ROLLED_BACK, CellError, CellResult
+from .._model.session_result import LOST, CellResult
 from .._model.status import Status
 from .run import check_env
 from .session_channel import (
-    CHUNK_MAX,
     CONTROL_MAX,
-    DONE,
     FATAL,
-    FILE,
     READY,
-    STDERR,
-    STDOUT,
     Channel,
     ChannelTimeout,
     ProtocolError,
     call_request,
-    control,
-    finite,
 )
+from .session_reply import VALUE_CAP, Reply, fatal_reason
 
 __all__ = ["GRACE", "KEEPER_PATH", "VALUE_CAP", "Session"]
 
@@ -61,31 +55,10 @@ KEEPER_PATH = "/.pysandbox-session/keeper.py"
 GRACE = 2.0
 #: Seconds a new session may take to start its keeper.
 START_TIMEOUT = 30.0
-#: Characters of a value's ``repr``, of an exception's message and of its traceback kept.
-VALUE_CAP = 64 * 1024
 #: Bytes the keeper itself may write to its stdout and stderr (a traceback of its own).
 _KEEPER_OUTPUT_CAP = 64 * 1024
 #: Channels a session passes into its sandbox beyond a run's fds.
 _CHANNELS = 2
-_STATUSES = {
-    "ok": Status.OK,
-    "wall_time_exceeded": Status.WALL_TIME_EXCEEDED,
-    "cpu_time_exceeded": Status.CPU_TIME_EXCEEDED,
-    "memory_exceeded": Status.MEMORY_EXCEEDED,
-    "output_exceeded": Status.OUTPUT_EXCEEDED,
-    "interrupted": Status.SIGNALED,
-    "signaled": Status.SIGNALED,
-    "nonzero_exit": Status.NONZERO_EXIT,
-}
-_REASONS = {
-    "wall_time_exceeded": "the call passed its wall time",
-    "cpu_time_exceeded": "the call passed its CPU time",
-    "memory_exceeded": "the call ran out of memory",
-    "output_exceeded": "the call's output passed its cap",
-    "interrupted": "the call was interrupted",
-    "signaled": "the call's interpreter was killed by a signal",
-    "nonzero_exit": "the call's interpreter exited",
-}
 
 
 def _positive_seconds(value: object, name: str) -> float:
@@ -274,7 +247,7 @@ class Session:
                 break
             if kind == READY:
                 return
-            self._lost_reason = _fatal_reason(payload)
+            self._lost_reason = fatal_reason(payload)
             break
         self._kill.set()
         self._thread.join()
@@ -367,7 +340,7 @@ class Session:
             "value_max": VALUE_CAP,
         }
         started = time.monotonic()
-        reply = _Reply(limits)
+        reply = Reply(limits)
         interrupted = False
         try:
             self._channel.send(call_request(order, inputs))
@@ -391,7 +364,7 @@ class Session:
             raise KeyboardInterrupt
         return result
 
-    def _lose(self, why: str, reply: _Reply, started: float) -> CellResult:
+    def _lose(self, why: str, reply: Reply, started: float) -> CellResult:
         """End the session and say so as the call's result."""
         self._end(why)
         return CellResult(
@@ -464,134 +437,6 @@ class Session:
     def __del__(self) -> None:
         if not getattr(self, "_closed", True) and hasattr(self, "_thread"):
             self._kill.set()
-
-
-class _Reply:
-    """What the keeper has said about one call so far, checked as it arrives."""
-
-    def __init__(self, limits: Limits) -> None:
-        self.limits = limits
-        self.stdout = bytearray()
-        self.stderr = bytearray()
-        self.files: dict[str, bytes] = {}
-        self.files_bytes = 0
-        self.done: dict[str, object] | None = None
-        self.fatal = ""
-
-    def bounds(self) -> dict[int, int]:
-        """The kinds of frame the keeper may send now, and how long each may be."""
-        room = self.limits.files_out - self.files_bytes
-        return {
-            STDOUT: CHUNK_MAX,
-            STDERR: CHUNK_MAX,
-            FILE: max(0, room) + 4 + 4096,
-            DONE: CONTROL_MAX,
-            FATAL: CONTROL_MAX,
-        }
-
-    def take(self, kind: int, payload: bytes) -> None:
-        """Check one frame and keep what it says; ``ProtocolError`` past a cap."""
-        if kind in (STDOUT, STDERR):
-            stream, cap = (
-                (self.stdout, self.limits.stdout)
-                if kind == STDOUT
-                else (self.stderr, self.limits.stderr)
-            )
-            if len(stream) + len(payload) > cap:
-                raise ProtocolError("the keeper sent more output than the call's cap")
-            stream += payload
-        elif kind == FILE:
-            self._take_file(payload)
-        elif kind == FATAL:
-            self.fatal = _fatal_reason(payload)
-            self.done = {"outcome": LOST}
-        else:
-            self.done = control(payload)
-
-    def _take_file(self, payload: bytes) -> None:
-        size = int.from_bytes(payload[:4], "big")
-        header = control(payload[4 : 4 + size])
-        name, data = header.get("name"), payload[4 + size :]
-        if not isinstance(name, str) or not name or name in self.files or len(name) > 4096:
-            raise ProtocolError("the keeper sent a file without a fit name")
-        if len(self.files) >= self.limits.files_out_count:
-            raise ProtocolError("the keeper sent more files than the call's cap")
-        self.files_bytes += len(data)
-        if self.files_bytes > self.limits.files_out:
-            raise ProtocolError("the keeper sent more file bytes than the call's cap")
-        self.files[name] = data
-
-    def result(self, wall: float) -> CellResult:
-        """The call's result from its ``DONE``; ``ProtocolError`` when a field is unfit."""
-        done = self.done
-        assert done is not None
-        outcome = done.get("outcome")
-        if outcome == LOST:
-            return CellResult(outcome=LOST, status=Status.SIGNALED, reason=self.fatal)
-        if outcome not in (COMMITTED, ROLLED_BACK):
-            raise ProtocolError("the keeper sent an unknown outcome")
-        word = done.get("status")
-        if word not in _STATUSES or (outcome == COMMITTED) != (word == "ok"):
-            raise ProtocolError("the keeper sent an unknown status")
-        returncode, signal = _ending_of(done.get("wait_status"), word)
-        return CellResult(
-            outcome=str(outcome),
-            status=_STATUSES[str(word)],
-            stdout=bytes(self.stdout),
-            stderr=bytes(self.stderr),
-            stdout_truncated=done.get("stdout_truncated") is True,
-            stderr_truncated=done.get("stderr_truncated") is True,
-            value=_text_or_none(done.get("value"), "value"),
-            error=_error(done.get("error")),
-            reason=_REASONS.get(str(word), ""),
-            wall_time=wall,
-            cpu_time=finite(done.get("cpu", 0.0), "cpu"),
-            max_rss=int(finite(done.get("max_rss", 0), "max_rss")),
-            files=self.files,
-            files_truncated=done.get("files_truncated") is True,
-            returncode=returncode,
-            signal=signal,
-        )
-
-
-def _ending_of(status: object, word: object) -> tuple[int | None, int | None]:
-    """The exit code or signal of a rolled-back call's wait status."""
-    if word not in ("signaled", "nonzero_exit") or isinstance(status, bool):
-        return None, None
-    if not isinstance(status, int) or not 0 <= status < 1 << 16:
-        raise ProtocolError("the keeper sent a bad wait status")
-    if os.WIFSIGNALED(status):
-        return None, os.WTERMSIG(status)
-    return os.WEXITSTATUS(status), None
-
-
-def _text_or_none(value: object, what: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or len(value) > VALUE_CAP:
-        raise ProtocolError(f"the keeper sent an unfit {what}")
-    return value
-
-
-def _error(value: object) -> CellError | None:
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise ProtocolError("the keeper sent an unfit error")
-    fields = [_text_or_none(value.get(key), key) for key in ("type", "message", "traceback")]
-    if any(field is None for field in fields):
-        raise ProtocolError("the keeper sent an unfit error")
-    return CellError(*(str(field) for field in fields))
-
-
-def _fatal_reason(payload: bytes) -> str:
-    try:
-        reason = control(payload).get("reason")
-    except ProtocolError:
-        return "the keeper ended the session"
-    if not isinstance(reason, str):
-        return "the keeper ended the session"
-    return f"the keeper ended the session: {reason[:400]}"
 
 
 def _keeper_source() -> bytes:

@@ -24,9 +24,11 @@ Three kinds of process, all below the init:
 Frames, both ways and on the internal result pipe: one byte of kind, four of length
 (big-endian), the payload.
 
-One file of about 500 lines rather than several: the sandbox is shown exactly one
-program, and nothing of the package is importable there.
+It is longer than 500 lines because the sandbox is shown exactly one program and
+nothing of the package is importable there: its parts cannot be modules of their own.
 """
+
+from __future__ import annotations
 
 import ast
 import contextlib
@@ -39,6 +41,8 @@ import struct
 import sys
 import time
 import traceback
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 HEADER = struct.Struct(">BI")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -55,14 +59,14 @@ STARTED, FINISHED, OUT_OF_MEMORY, ENDED = (ord(c) for c in "sfme")
 CHUNK = 65536
 
 
-def write_frame(fd, kind, payload):
+def write_frame(fd: int, kind: int, payload: bytes) -> None:
     """Write one frame whole to ``fd`` (blocking)."""
     view = memoryview(HEADER.pack(kind, len(payload)) + payload)
     while view:
         view = view[os.write(fd, view) :]
 
 
-def read_exact(fd, size):
+def read_exact(fd: int, size: int) -> bytes:
     """``size`` bytes from the blocking ``fd``; EOFError at its end."""
     parts = []
     while size:
@@ -74,13 +78,13 @@ def read_exact(fd, size):
     return b"".join(parts)
 
 
-def read_frame(fd):
+def read_frame(fd: int) -> tuple[int, bytes]:
     """One frame from the blocking ``fd``: ``(kind, payload)``."""
     kind, length = HEADER.unpack(read_exact(fd, HEADER.size))
     return kind, read_exact(fd, length)
 
 
-def libc_prctl():
+def libc_prctl() -> Callable[..., int] | None:
     """``prctl`` of the C library, or None where ctypes is missing."""
     try:
         import ctypes
@@ -96,18 +100,18 @@ PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
 class State:
     """The session's interpreter state: the state and call processes' side."""
 
-    def __init__(self, control_fd, result_fd):
+    def __init__(self, control_fd: int, result_fd: int) -> None:
         self.control_fd = control_fd
         self.result_fd = result_fd
         self.cells = 0
         main = type(sys)("__main__")
-        main.__builtins__ = __builtins__
         sys.modules["__main__"] = main
         self.namespace = main.__dict__
+        self.namespace["__builtins__"] = __builtins__
         sys.argv = [""]
         sys.path[0] = ""
 
-    def serve(self):
+    def serve(self) -> NoReturn:
         """Wait for calls and fork a call process for each; never returns."""
         write_frame(self.result_fd, STARTED, json.dumps({"pid": os.getpid()}).encode())
         while True:
@@ -130,7 +134,7 @@ class State:
             }
             write_frame(self.result_fd, ENDED, json.dumps(ended).encode())
 
-    def run_call(self, request):
+    def run_call(self, request: dict[str, Any]) -> None:
         """In the call process: run the code, tell the keeper, and return to ``serve``
         as the new state process."""
         try:
@@ -165,25 +169,27 @@ class State:
         done = {"pid": os.getpid(), "value": shown, "error": error}
         write_frame(self.result_fd, FINISHED, json.dumps(done).encode())
 
-    def execute(self, code, name):
+    def execute(self, code: str, name: str) -> object:
         """Run ``code`` as a notebook cell: the value of a final expression, else None."""
         tree = ast.parse(code, name, "exec")
         last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = ast.Expression(tree.body.pop().value)
+        final = tree.body[-1] if tree.body else None
+        if isinstance(final, ast.Expr):
+            tree.body.pop()
+            last = ast.Expression(final.value)
         exec(compile(tree, name, "exec"), self.namespace)
         if last is None:
             return None
         return eval(compile(last, name, "eval"), self.namespace)
 
     @staticmethod
-    def flush():
+    def flush() -> None:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(BaseException):
                 stream.flush()
 
 
-def describe(exc, cap):
+def describe(exc: BaseException, cap: int) -> dict[str, str]:
     """An exception as data: its type, message and the traceback of the cell's frames."""
     trace = exc.__traceback__
     while trace is not None and trace.tb_frame.f_code.co_filename == __file__:
@@ -199,7 +205,7 @@ def describe(exc, cap):
     return {"type": type(exc).__name__, "message": message[:cap], "traceback": text[-cap:]}
 
 
-def process_stat(pid):
+def process_stat(pid: int | str) -> tuple[bytes, float] | None:
     """``(state, cpu seconds of it and its reaped children)`` of ``pid``, or None."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
@@ -213,7 +219,7 @@ def process_stat(pid):
 class Keeper:
     """The keeper's side: the host's requests, the state process, the calls."""
 
-    def __init__(self, request_fd, reply_fd):
+    def __init__(self, request_fd: int, reply_fd: int) -> None:
         self.request_fd = request_fd
         self.reply_fd = reply_fd
         self.me = os.getpid()
@@ -248,14 +254,14 @@ class Keeper:
             self.fatal("the state process did not start")
         write_frame(reply_fd, READY, json.dumps({"pid": self.me}).encode())
 
-    def fatal(self, reason):
+    def fatal(self, reason: str) -> NoReturn:
         """End the session: say why, then exit (the init ends every other process)."""
         try:
             write_frame(self.reply_fd, FATAL, json.dumps({"reason": reason}).encode())
         finally:
             os._exit(3)
 
-    def next_result(self, deadline):
+    def next_result(self, deadline: float | None) -> tuple[int | None, bytes]:
         """The next frame on the result pipe, (None, b"") at ``deadline``."""
         while True:
             if len(self.results) >= HEADER.size:
@@ -275,7 +281,7 @@ class Keeper:
                 self.fatal("the state process closed the result pipe")
             self.results += data
 
-    def serve(self):
+    def serve(self) -> NoReturn:
         """Answer the host's requests until it closes the request pipe."""
         while True:
             try:
@@ -287,7 +293,7 @@ class Keeper:
             elif kind != INTERRUPT:
                 self.fatal(f"unknown request {kind}")
 
-    def call(self, payload):
+    def call(self, payload: bytes) -> None:
         (size,) = struct.unpack_from(">I", payload)
         request = json.loads(payload[4 : 4 + size])
         offset = 4 + size
@@ -304,17 +310,17 @@ class Keeper:
 class Call:
     """One call, watched by the keeper from its request to its answer."""
 
-    def __init__(self, keeper, request):
+    def __init__(self, keeper: Keeper, request: dict[str, Any]) -> None:
         self.keeper = keeper
         self.request = request
         self.written = {STDOUT: 0, STDERR: 0}
         self.truncated = {STDOUT: False, STDERR: False}
         self.caps = {STDOUT: request["stdout"], STDERR: request["stderr"]}
         self.reaped_cpu = 0.0
-        self.killed_for = None
+        self.killed_for: str | None = None
         self.before = snapshot()
 
-    def run(self):
+    def run(self) -> None:
         keeper = self.keeper
         started = time.monotonic()
         deadline = started + self.request["wall"]
@@ -346,7 +352,7 @@ class Call:
         wall = time.monotonic() - started
         self.answer(outcome, wall)
 
-    def request_from_host(self):
+    def request_from_host(self) -> None:
         keeper = self.keeper
         try:
             kind, _ = read_frame(keeper.request_fd)
@@ -357,7 +363,7 @@ class Call:
         if self.killed_for is None:
             self.kill("interrupted")
 
-    def result(self):
+    def result(self) -> dict[str, Any] | None:
         """The call's end from the result pipe, or None while it runs."""
         keeper = self.keeper
         kind, payload = keeper.next_result(time.monotonic())
@@ -377,7 +383,7 @@ class Call:
         keeper.fatal(f"unknown result {kind}")
         return None
 
-    def commit(self, message):
+    def commit(self, message: dict[str, Any]) -> dict[str, Any]:
         keeper = self.keeper
         new_state = message["pid"]
         os.kill(keeper.state, signal.SIGKILL)
@@ -399,7 +405,7 @@ class Call:
             "max_rss": peak_rss(new_state),
         }
 
-    def rolled_back(self, message):
+    def rolled_back(self, message: dict[str, Any]) -> dict[str, Any]:
         self.end_strays()
         status = message["status"]
         reason = self.killed_for
@@ -418,11 +424,11 @@ class Call:
             "max_rss": message["max_rss"],
         }
 
-    def kill(self, why):
+    def kill(self, why: str) -> None:
         self.killed_for = why
         self.end_strays()
 
-    def others(self, keep_zombies):
+    def others(self, keep_zombies: bool) -> list[tuple[int, float]]:
         """Every process of the sandbox but the init, the keeper and the state."""
         keep = {1, self.keeper.me, self.keeper.state}
         found = []
@@ -433,7 +439,7 @@ class Call:
                     found.append((int(name), stat[1]))
         return found
 
-    def end_strays(self):
+    def end_strays(self) -> None:
         """Kill every process but the keeper and the state, until none is left."""
         while True:
             living = self.others(keep_zombies=False)
@@ -446,7 +452,7 @@ class Call:
             time.sleep(0.0005)
         self.reap()
 
-    def reap(self):
+    def reap(self) -> None:
         """Reap the keeper's ended children and count their CPU time; the state's end
         is the session's."""
         while True:
@@ -460,19 +466,19 @@ class Call:
                 self.keeper.fatal("the session's state process ended")
             self.reaped_cpu += usage.ru_utime + usage.ru_stime
 
-    def cpu_of_others(self):
+    def cpu_of_others(self) -> float:
         return sum(cpu for _, cpu in self.others(keep_zombies=True))
 
-    def cpu_now(self):
+    def cpu_now(self) -> float:
         return self.reaped_cpu + self.cpu_of_others()
 
-    def pump(self, ready):
+    def pump(self, ready: list[int]) -> None:
         keeper = self.keeper
         for fd, kind in ((keeper.out_read, STDOUT), (keeper.err_read, STDERR)):
             if fd in ready:
                 self.forward(fd, kind)
 
-    def forward(self, fd, kind):
+    def forward(self, fd: int, kind: int) -> None:
         """Everything now in the stream ``fd`` to the host, within the call's cap."""
         while True:
             try:
@@ -491,7 +497,7 @@ class Call:
                 self.written[kind] += len(data)
                 write_frame(self.keeper.reply_fd, kind, data)
 
-    def answer(self, outcome, wall):
+    def answer(self, outcome: dict[str, Any], wall: float) -> None:
         keeper = self.keeper
         for fd, kind in ((keeper.out_read, STDOUT), (keeper.err_read, STDERR)):
             self.forward(fd, kind)
@@ -510,7 +516,7 @@ class Call:
         write_frame(keeper.reply_fd, DONE, json.dumps(outcome).encode())
 
 
-def peak_rss(pid):
+def peak_rss(pid: int) -> int:
     """The peak resident set of ``pid`` in bytes (0 when unknown)."""
     try:
         with open(f"/proc/{pid}/status", "rb") as status:
@@ -522,7 +528,7 @@ def peak_rss(pid):
     return 0
 
 
-def walk(top="/sandbox"):
+def walk(top: str = "/sandbox") -> dict[str, tuple[int, int, int, int]]:
     """``{relative path: (mtime_ns, size, inode, mode)}`` of the regular files below
     ``top``, links not followed."""
     found = {}
@@ -546,14 +552,17 @@ def walk(top="/sandbox"):
     return found
 
 
-def snapshot():
+def snapshot() -> dict[str, tuple[int, int, int, int]]:
     return walk()
 
 
-def changed_files(before, max_bytes, max_count):
+def changed_files(
+    before: dict[str, tuple[int, int, int, int]], max_bytes: int, max_count: int
+) -> tuple[list[tuple[str, int, bytes]], bool]:
     """The files the call made or changed, within the caps: ``([(name, mode, data)],
     truncated)``."""
-    files, total, truncated = [], 0, False
+    files: list[tuple[str, int, bytes]] = []
+    total, truncated = 0, False
     for name, facts in sorted(walk().items()):
         if before.get(name) == facts:
             continue
