@@ -1,0 +1,259 @@
+# SPDX-License-Identifier: MIT
+"""``Session``: state that lives between calls, exceptions as data, rollback of a call
+that a limit ended or that crashed the interpreter, per-call and per-session limits,
+and nothing of a session left on the host once it is closed.
+
+Every session runs the real thing: bwrap, the init, the keeper, fork per call.  The
+host side looks for a session's processes by a marker in its bwrap's command line (an
+environment variable of the session), and for a call's by a marker in theirs.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from support.processes import children_of, pids_with_marker, survivors, unique_marker
+from support.timing import PROMPTLY, slow
+
+from pysandbox import CellResult, Limits, SandboxError, Session, Status
+
+LIMITS = Limits(wall_time=slow(5), cpu_time=1)
+
+
+def session_pids(marker: str) -> list[int]:
+    """The session's bwrap and every process below it, from the host."""
+    found = pids_with_marker(marker)
+    pending = list(found)
+    while pending:
+        children = children_of(pending.pop())
+        found += children
+        pending += children
+    return found
+
+
+@pytest.fixture
+def marked() -> Iterator[tuple[Session, str]]:
+    """A session whose processes the host can find, closed and checked gone after."""
+    marker = unique_marker()
+    session = Session(limits=LIMITS, env={"PYSANDBOX_TEST_MARKER": marker})
+    try:
+        yield session, marker
+    finally:
+        session.close()
+        assert survivors(marker, within=PROMPTLY) == []
+
+
+def test_state_lives_between_calls_as_in_a_notebook(marked: tuple[Session, str]) -> None:
+    session, _ = marked
+    assert session.run("import math\nx = 20").committed
+    session.run("def double(n):\n    return 2 * n\nclass Box:\n    size = 1")
+    result = session.run("print(double(x) + 2)\nBox.size + math.floor(1.5)")
+    assert result.stdout == b"42\n" and result.value == "2", result
+    assert session.run("_ * 10").value == "20"
+    assert session.run("open('notes.txt', 'w').write('kept')").value == "4"
+    assert session.run("open('notes.txt').read()").value == "'kept'"
+    assert session.run("import os; os.getcwd()").value == "'/sandbox'"
+
+
+def test_an_exception_comes_back_as_data_and_the_session_goes_on(
+    marked: tuple[Session, str],
+) -> None:
+    session, _ = marked
+    result = session.run("done = 'before'\n\n1 / 0\ndone = 'after'")
+    assert result.committed and result.status is Status.OK and not result
+    assert result.error is not None and result.error.type == "ZeroDivisionError"
+    assert result.error.message == "division by zero"
+    assert 'File "<cell-1>", line 3' in result.error.traceback
+    assert "1 / 0" in result.error.traceback and "session_keeper" not in result.error.traceback
+    assert session.run("done").value == "'before'"
+    syntax = session.run("def broken(:")
+    assert syntax.error is not None and syntax.error.type == "SyntaxError"
+    assert session.run("done").value == "'before'"
+
+
+@pytest.mark.parametrize(
+    ("code", "options", "status"),
+    [
+        ("import time\ntime.sleep(1000)", {"wall_time": 1}, Status.WALL_TIME_EXCEEDED),
+        ("while True:\n    pass", {"cpu_time": 0.5}, Status.CPU_TIME_EXCEEDED),
+        ("hog = bytearray(512 * 2**20)", {}, Status.MEMORY_EXCEEDED),
+        ("print('x' * 10**6)", {"stdout": 1000}, Status.OUTPUT_EXCEEDED),
+        ("import os\nos._exit(3)", {}, Status.NONZERO_EXIT),
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)", {}, Status.SIGNALED),
+    ],
+    ids=["wall", "cpu", "memory", "output", "exit", "segfault"],
+)
+def test_a_call_a_limit_ends_is_rolled_back_exactly(
+    marked: tuple[Session, str], code: str, options: dict[str, float], status: Status
+) -> None:
+    session, _ = marked
+    session.run("state = {'calls': 1}\nimport sys")
+    changes = "state['calls'] = 2\nstate['new'] = True\nimport fractions\nadded = 1\n"
+    result = session.run(changes + code, **options)
+    assert result.rolled_back and result.status is status, result
+    assert result.reason
+    after = session.run("state, 'fractions' in sys.modules, 'added' in globals()")
+    assert after.value == "({'calls': 1}, False, False)", after
+
+
+def test_a_crash_says_how_the_interpreter_ended(marked: tuple[Session, str]) -> None:
+    session, _ = marked
+    exited = session.run("import os\nos._exit(7)")
+    assert exited.returncode == 7 and exited.signal is None
+    crashed = session.run("import os, signal\nos.kill(os.getpid(), signal.SIGABRT)")
+    assert crashed.signal == 6 and crashed.returncode is None
+
+
+def test_output_past_the_cap_is_cut_when_asked_and_the_call_commits(
+    marked: tuple[Session, str],
+) -> None:
+    session, _ = marked
+    result = session.run("print('x' * 5000)\nkept = 1", stdout=100, truncate_output=True)
+    assert result.committed and result.stdout == b"x" * 100 and result.stdout_truncated
+    assert session.run("kept").value == "1"
+
+
+def test_many_rollbacks_in_a_row_keep_every_variable(marked: tuple[Session, str]) -> None:
+    session, _ = marked
+    session.run("values = list(range(1000))")
+    for _ in range(5):
+        assert session.run("values.clear()\nwhile True: pass", cpu_time=0.2).rolled_back
+    assert session.run("sum(values)").value == str(sum(range(1000)))
+
+
+def test_no_process_a_call_started_outlives_it(marked: tuple[Session, str]) -> None:
+    session, _ = marked
+    child = unique_marker()
+    started = session.run(
+        "import subprocess, sys\n"
+        f"waiter = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(1000)', "
+        f"'{child}'])\n"
+        "waiter.pid"
+    )
+    assert started.committed and started.value is not None
+    assert pids_with_marker(child, bwrap=False) == []
+    rolled = session.run(
+        "import os, subprocess, sys, time\n"
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(1000)', '{child}'])\n"
+        "time.sleep(1000)",
+        wall_time=1,
+    )
+    assert rolled.rolled_back
+    assert pids_with_marker(child, bwrap=False) == []
+
+
+def test_files_go_in_and_the_changed_ones_come_back(marked: tuple[Session, str]) -> None:
+    session, _ = marked
+    result = session.run(
+        "data = open('in.txt').read()\nopen('out.txt', 'w').write(data.upper())",
+        files={"in.txt": b"hello"},
+    )
+    assert dict(result.files) == {"out.txt": b"HELLO"}, result
+    again = session.run("x = 1")
+    assert dict(again.files) == {}
+
+
+def test_interrupt_ends_only_the_running_call(marked: tuple[Session, str]) -> None:
+    session, _ = marked
+    session.run("kept = 'yes'")
+    timer = threading.Timer(0.5, session.interrupt)
+    timer.start()
+    result = session.run("kept = 'no'\nwhile True:\n    pass", wall_time=slow(30), cpu_time=60)
+    timer.join()
+    assert result.rolled_back and result.reason == "the call was interrupted", result
+    assert session.run("kept").value == "'yes'"
+
+
+def test_close_leaves_nothing_and_later_calls_raise() -> None:
+    marker = unique_marker()
+    session = Session(limits=LIMITS, env={"PYSANDBOX_TEST_MARKER": marker})
+    session.run("import threading, time\nthreading.Thread(target=time.sleep, args=(1000,)).start()")
+    assert len(session_pids(marker)) >= 3
+    session.close()
+    assert session_pids(marker) == []
+    with pytest.raises(SandboxError, match="the session has ended: it was closed"):
+        session.run("1")
+    session.close()
+
+
+def test_an_idle_session_ends_by_itself() -> None:
+    marker = unique_marker()
+    session = Session(limits=LIMITS, idle_timeout=0.5, env={"PYSANDBOX_TEST_MARKER": marker})
+    deadline = time.monotonic() + PROMPTLY + 0.5
+    while session_pids(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert session_pids(marker) == []
+    with pytest.raises(SandboxError, match="idle timeout"):
+        session.run("1")
+    session.close()
+
+
+def test_the_cpu_budget_ends_the_session() -> None:
+    with Session(limits=LIMITS, cpu_budget=1) as session:
+        result = session.run("while True:\n    pass", cpu_time=30, wall_time=slow(30))
+        assert result.lost and result.status is Status.CPU_TIME_EXCEEDED, result
+        assert "CPU budget" in result.reason
+        with pytest.raises(SandboxError, match="CPU budget"):
+            session.run("1")
+
+
+def test_the_lifetime_ends_the_session() -> None:
+    with Session(limits=LIMITS, lifetime=1) as session:
+        result = session.run("import time\ntime.sleep(100)", wall_time=slow(30))
+        assert result.lost and "lifetime" in result.reason, result
+
+
+def test_a_result_is_a_cell_result_and_reads_like_one(marked: tuple[Session, str]) -> None:
+    session, _ = marked
+    result = session.run("40 + 2")
+    assert isinstance(result, CellResult) and result and result.value == "42"
+    assert result.cpu_time >= 0 and result.wall_time > 0 and result.max_rss > 0
+
+
+@pytest.mark.no_bwrap
+@pytest.mark.parametrize(
+    ("options", "error", "words"),
+    [
+        ({"limits": "big"}, TypeError, "limits"),
+        ({"lifetime": 0}, ValueError, "lifetime"),
+        ({"idle_timeout": -1.0}, ValueError, "idle_timeout"),
+        ({"cpu_budget": "1"}, TypeError, "cpu_budget"),
+        ({"cpu_budget": float("nan")}, ValueError, "cpu_budget"),
+        ({"lifetime": True}, TypeError, "lifetime"),
+        ({"env": {"A=B": "1"}}, ValueError, "env"),
+        ({"files": {"../up": b""}}, ValueError, "files"),
+        ({"limits": Limits(open_files=15)}, ValueError, "open_files"),
+    ],
+)
+def test_bad_session_arguments_are_named_before_anything_starts(
+    options: dict[str, object], error: type[Exception], words: str
+) -> None:
+    with pytest.raises(error, match=words):
+        Session(**options)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("code", "options", "error", "words"),
+    [
+        (1, {}, TypeError, "code"),
+        ("a\0b", {}, ValueError, "code"),
+        ("1", {"wall_time": 0}, ValueError, "wall_time"),
+        ("1", {"cpu_time": -1}, ValueError, "cpu_time"),
+        ("1", {"stdout": 0}, ValueError, "stdout"),
+        ("1", {"files": [b"x"]}, TypeError, "files"),
+    ],
+)
+def test_bad_call_arguments_are_named_and_the_session_goes_on(
+    marked: tuple[Session, str],
+    code: object,
+    options: dict[str, object],
+    error: type[Exception],
+    words: str,
+) -> None:
+    session, _ = marked
+    with pytest.raises(error, match=words):
+        session.run(code, **options)  # type: ignore[arg-type]
+    assert session.run("1").value == "1"
