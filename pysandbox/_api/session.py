@@ -354,9 +354,12 @@ class Session:
                     deadline = min(deadline, time.monotonic() + GRACE)
                     continue
                 reply.take(kind, payload)
+            # Inside the try: a DONE whose fields are unfit (a value that is no str, an
+            # error that is no dict...) is a broken protocol too, and must lose the
+            # session rather than raise ProtocolError at the caller.
+            result = reply.result(time.monotonic() - started)
         except ProtocolError as exc:
             return self._lose(str(exc), reply, started)
-        result = reply.result(time.monotonic() - started)
         if result.lost:
             self._end(result.reason)
             return self._lose(result.reason, reply, started)

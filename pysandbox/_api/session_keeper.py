@@ -56,6 +56,8 @@ READY, STDOUT, STDERR, FILE, DONE, FATAL = (ord(c) for c in "ROEFDX")
 #: State and call processes to keeper: started; the code ended; it ran out of memory;
 #: the call process ended (told by its parent, the state process).
 STARTED, FINISHED, OUT_OF_MEMORY, ENDED = (ord(c) for c in "sfme")
+#: Keeper to state, after a commit: reap your ended children; state to keeper: done.
+REAP, REAPED = ord("r"), ord("r")
 CHUNK = 65536
 
 
@@ -116,9 +118,12 @@ class State:
         write_frame(self.result_fd, STARTED, json.dumps({"pid": os.getpid()}).encode())
         while True:
             try:
-                _, payload = read_frame(self.control_fd)
+                kind, payload = read_frame(self.control_fd)
             except EOFError:
                 os._exit(0)
+            if kind == REAP:
+                self.reap()
+                continue
             request = json.loads(payload)
             self.cells += 1
             child = os.fork()
@@ -133,6 +138,18 @@ class State:
                 "max_rss": usage.ru_maxrss * 1024,
             }
             write_frame(self.result_fd, ENDED, json.dumps(ended).encode())
+
+    def reap(self) -> None:
+        """Reap this process's ended children (what the call it was started and the
+        keeper killed at its commit), then say so."""
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+        write_frame(self.result_fd, REAPED, b"{}")
 
     def run_call(self, request: dict[str, Any]) -> None:
         """In the call process: run the code, tell the keeper, and return to ``serve``
@@ -203,6 +220,17 @@ def describe(exc: BaseException, cap: int) -> dict[str, str]:
     except BaseException:
         text = f"{type(exc).__name__}: {message}\n"
     return {"type": type(exc).__name__, "message": message[:cap], "traceback": text[-cap:]}
+
+
+def parent_of(pid: object) -> int | None:
+    """The parent pid of ``pid``, or None (no such process, or ``pid`` is no int)."""
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return int(stat.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def process_stat(pid: int | str) -> tuple[bytes, float] | None:
@@ -328,12 +356,13 @@ class Call:
         self.caps = {STDOUT: request["stdout"], STDERR: request["stderr"]}
         self.reaped_cpu = 0.0
         self.killed_for: str | None = None
+        self.deadline = 0.0
         self.before = snapshot()
 
     def run(self) -> None:
         keeper = self.keeper
         started = time.monotonic()
-        deadline = started + self.request["wall"]
+        deadline = self.deadline = started + self.request["wall"]
         order = {"code": self.request["code"], "value_max": self.request["value_max"]}
         write_frame(keeper.control_write, CALL, json.dumps(order).encode())
         cpu, outcome = 0.0, None
@@ -396,12 +425,29 @@ class Call:
     def commit(self, message: dict[str, Any]) -> dict[str, Any]:
         keeper = self.keeper
         new_state = message["pid"]
+        # The call's code can write to the result pipe, so FINISHED may be forged: only
+        # a child of the state (the call process, or an impostor among them that would
+        # then serve as the state) may become the state.  Any other pid (the init, the
+        # keeper, a grandchild) would leave the session without a state process while
+        # the call reads as committed.
+        if parent_of(new_state) != keeper.state:
+            keeper.fatal("a report of the call's end came from no child of the state")
         # Reaped once the host has its answer (``Keeper.retire``): a state of many
         # MiB takes milliseconds to unmap.  Its CPU time is not the call's.
         os.kill(keeper.state, signal.SIGKILL)
         keeper.retiring = keeper.state
         keeper.state = new_state
         self.end_strays()
+        # The processes the call started and end_strays killed are the new state's
+        # children, not the keeper's: they stay zombies until the state reaps them.  A
+        # call returns only when what it ended is gone AND reaped, so the keeper has the
+        # state reap them before it answers (and loses the session if it will not).
+        # Only when there are any: a round trip more per call otherwise.
+        if self.others(keep_zombies=True):
+            write_frame(keeper.control_write, REAP, b"")
+            kind, _ = keeper.next_result(max(self.deadline, time.monotonic()) + 1.0)
+            if kind != REAPED:
+                keeper.fatal("the state process did not reap the call's processes")
         own = process_stat(new_state)
         if own is None or own[0] == b"Z":
             keeper.fatal("the call's process ended as it finished")
