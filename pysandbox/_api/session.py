@@ -44,6 +44,7 @@ from .session_channel import (
     ProtocolError,
     call_request,
 )
+from .session_idle import IdleWatch
 from .session_reply import VALUE_CAP, Reply, fatal_reason
 
 __all__ = ["GRACE", "KEEPER_PATH", "VALUE_CAP", "Session"]
@@ -144,7 +145,7 @@ class Session:
         self._failure: BaseException | None = None
         self._lost_reason = ""
         self._closed = False
-        self._idle: threading.Timer | None = None
+        self._idle: IdleWatch | None = None
         request_read, request_write = os.pipe()
         reply_read, reply_write = os.pipe()
         self._channel = Channel(request_write, reply_read)
@@ -165,7 +166,7 @@ class Session:
         finally:
             for fd in inside:
                 os.close(fd)
-        self._arm_idle()
+        self._idle = IdleWatch(self.idle_timeout, self._expire)
 
     def _plan(
         self,
@@ -255,18 +256,15 @@ class Session:
             raise self._failure
         raise SandboxError(f"the session could not start: {self._ending()}")
 
-    def _arm_idle(self) -> None:
-        self._idle = threading.Timer(self.idle_timeout, self._expire)
-        self._idle.daemon = True
-        self._idle.start()
-
-    def _expire(self) -> None:
-        """The idle timeout passed: end the session unless a call has just begun."""
-        if self._lock.acquire(blocking=False):
-            try:
-                self._end(f"no call for {self.idle_timeout:g} s (the idle timeout)")
-            finally:
-                self._lock.release()
+    def _expire(self) -> bool:
+        """The idle timeout passed: end the session, unless a call has just begun."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            self._end(f"no call for {self.idle_timeout:g} s (the idle timeout)")
+        finally:
+            self._lock.release()
+        return True
 
     def __enter__(self) -> Session:
         return self
@@ -314,18 +312,18 @@ class Session:
             "stderr": stderr,
             "truncate_output": truncate_output,
         }
-        limits = replace(self.limits, **{k: v for k, v in changes.items() if v is not None})
+        given = {name: value for name, value in changes.items() if value is not None}
+        limits = replace(self.limits, **given) if given else self.limits
         inputs = _call_files(files)
         with self._lock:
             if not self.alive:
                 raise SandboxError(f"the session has ended: {self._ending()}")
-            if self._idle is not None:
-                self._idle.cancel()
+            assert self._idle is not None
+            self._idle.begin()
             try:
                 return self._call(code, limits, inputs)
             finally:
-                if self.alive:
-                    self._arm_idle()
+                self._idle.end()
 
     def _call(self, code: str, limits: Limits, inputs: list[tuple[str, int, bytes]]) -> CellResult:
         order = {
@@ -395,7 +393,7 @@ class Session:
         if not self._lost_reason:
             self._lost_reason = why
         if self._idle is not None:
-            self._idle.cancel()
+            self._idle.stop()
         self._kill.set()
         self._thread.join()
 
@@ -431,7 +429,7 @@ class Session:
             return
         self._closed = True
         if self._idle is not None:
-            self._idle.cancel()
+            self._idle.stop()
         self._kill.set()
         with self._lock:
             self._thread.join()

@@ -56,7 +56,8 @@ READY, STDOUT, STDERR, FILE, DONE, FATAL = (ord(c) for c in "ROEFDX")
 #: State and call processes to keeper: started; the code ended; it ran out of memory;
 #: the call process ended (told by its parent, the state process).
 STARTED, FINISHED, OUT_OF_MEMORY, ENDED = (ord(c) for c in "sfme")
-#: Keeper to state, after a commit: reap your ended children; state to keeper: done.
+#: Keeper to state, after each call: what the call left is ended, reap your children;
+#: state to keeper: done.
 REAP, REAPED = ord("r"), ord("r")
 CHUNK = 65536
 
@@ -105,43 +106,85 @@ class State:
     def __init__(self, control_fd: int, result_fd: int) -> None:
         self.control_fd = control_fd
         self.result_fd = result_fd
-        self.cells = 0
         main = type(sys)("__main__")
         sys.modules["__main__"] = main
         self.namespace = main.__dict__
         self.namespace["__builtins__"] = __builtins__
         sys.argv = [""]
         sys.path[0] = ""
+        #: The number of the next call, as the keeper counts them from 1.
+        self.next_cell = 1
+        # Every call process is the first the kernel's OOM killer takes (the keeper
+        # stays at 0); a process may raise its own score, never lower it again.
+        with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as adjust:
+            adjust.write("1000")
 
     def serve(self) -> NoReturn:
-        """Wait for calls and fork a call process for each; never returns."""
+        """Fork a call process for each call, wait for it, and after each call reap
+        what it left when the keeper says so; never returns.
+
+        A state with one thread forks the next call process as soon as the last call
+        is over (a spare), so a call does not wait for the fork: the spare is an exact
+        copy, for nothing runs in the state between calls.  A state that has other
+        threads (started by a call: they run on in it) forks when the call comes, so
+        the call sees what they did meanwhile."""
         write_frame(self.result_fd, STARTED, json.dumps({"pid": os.getpid()}).encode())
+        while True:
+            request = None if self.single_threaded() else self.next_request()
+            child = os.fork()
+            if child == 0:
+                self.run_call(request)
+            else:
+                self.wait_for(child)
+            self.after_call()
+
+    @staticmethod
+    def single_threaded() -> bool:
+        try:
+            return len(os.listdir("/proc/self/task")) == 1
+        except OSError:
+            return False
+
+    def next_request(self) -> dict[str, Any]:
+        """The next call's request from the keeper; the process ends with the pipe.
+        A request of an earlier call is passed over: a spare killed before it read its
+        call's request leaves it in the pipe."""
         while True:
             try:
                 kind, payload = read_frame(self.control_fd)
             except EOFError:
                 os._exit(0)
-            if kind == REAP:
-                self.reap()
-                continue
-            request = json.loads(payload)
-            self.cells += 1
-            child = os.fork()
-            if child == 0:
-                self.run_call(request)
-                continue
-            _, status, usage = os.wait4(child, 0)
-            ended = {
-                "pid": child,
-                "status": status,
-                "cpu": usage.ru_utime + usage.ru_stime,
-                "max_rss": usage.ru_maxrss * 1024,
-            }
-            write_frame(self.result_fd, ENDED, json.dumps(ended).encode())
+            if kind != CALL:
+                os._exit(2)
+            request: dict[str, Any] = json.loads(payload)
+            if request["cell"] >= self.next_cell:
+                return request
 
-    def reap(self) -> None:
-        """Reap this process's ended children (what the call it was started and the
-        keeper killed at its commit), then say so."""
+    def wait_for(self, child: int) -> None:
+        """Reap children until the call process ``child`` ends, then tell the keeper
+        how it ended."""
+        while True:
+            pid, status, usage = os.wait4(-1, 0)
+            if pid == child:
+                break
+        ended = {
+            "pid": child,
+            "status": status,
+            "cpu": usage.ru_utime + usage.ru_stime,
+            "max_rss": usage.ru_maxrss * 1024,
+        }
+        write_frame(self.result_fd, ENDED, json.dumps(ended).encode())
+
+    def after_call(self) -> None:
+        """Wait for the keeper to have ended what the call left running, reap those of
+        them that are this process's children, and say so."""
+        try:
+            kind, payload = read_frame(self.control_fd)
+        except EOFError:
+            os._exit(0)
+        if kind != REAP:
+            os._exit(2)
+        self.next_cell = json.loads(payload)["next"]
         while True:
             try:
                 pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -151,15 +194,12 @@ class State:
                 break
         write_frame(self.result_fd, REAPED, b"{}")
 
-    def run_call(self, request: dict[str, Any]) -> None:
-        """In the call process: run the code, tell the keeper, and return to ``serve``
-        as the new state process."""
-        try:
-            with open("/proc/self/oom_score_adj", "w") as adjust:
-                adjust.write("1000")
-        except OSError:
-            pass
-        name = f"<cell-{self.cells}>"
+    def run_call(self, request: dict[str, Any] | None) -> None:
+        """In the call process: wait for the call when it is a spare, run the code,
+        tell the keeper, and return to ``serve`` as the new state process."""
+        if request is None:
+            request = self.next_request()
+        name = f"<cell-{request['cell']}>"
         code = request["code"]
         linecache.cache[name] = (len(code), None, code.splitlines(True), name)
         value, error = None, None
@@ -258,6 +298,9 @@ class Keeper:
         prctl = libc_prctl()
         if prctl is None or prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
             self.fatal("the keeper cannot become a subreaper")
+        self.cells = 0
+        #: REAP requests whose REAPED has not been read yet.
+        self.unanswered = 0
         #: The state before the last committed call, killed, until it is reaped (0: none).
         self.retiring = 0
         self.state = os.fork()
@@ -363,7 +406,12 @@ class Call:
         keeper = self.keeper
         started = time.monotonic()
         deadline = self.deadline = started + self.request["wall"]
-        order = {"code": self.request["code"], "value_max": self.request["value_max"]}
+        keeper.cells += 1
+        order = {
+            "code": self.request["code"],
+            "value_max": self.request["value_max"],
+            "cell": keeper.cells,
+        }
         write_frame(keeper.control_write, CALL, json.dumps(order).encode())
         cpu, outcome = 0.0, None
         while outcome is None:
@@ -408,6 +456,9 @@ class Call:
         kind, payload = keeper.next_result(time.monotonic())
         if kind is None:
             return None
+        if kind == REAPED and keeper.unanswered:
+            keeper.unanswered -= 1
+            return None
         message = json.loads(payload)
         if kind == OUT_OF_MEMORY:
             if self.killed_for is None:
@@ -437,21 +488,11 @@ class Call:
         os.kill(keeper.state, signal.SIGKILL)
         keeper.retiring = keeper.state
         keeper.state = new_state
-        self.end_strays()
-        # The processes the call started and end_strays killed are the new state's
-        # children, not the keeper's: they stay zombies until the state reaps them.  A
-        # call returns only when what it ended is gone AND reaped, so the keeper has the
-        # state reap them before it answers (and loses the session if it will not).
-        # Only when there are any: a round trip more per call otherwise.
-        if self.others(keep_zombies=True):
-            write_frame(keeper.control_write, REAP, b"")
-            kind, _ = keeper.next_result(max(self.deadline, time.monotonic()) + 1.0)
-            if kind != REAPED:
-                keeper.fatal("the state process did not reap the call's processes")
+        self.settle(wait=bool(self.end_strays()))
         own = process_stat(new_state)
         if own is None or own[0] == b"Z":
             keeper.fatal("the call's process ended as it finished")
-        cpu = self.reaped_cpu + self.cpu_of_others() + own[1]
+        cpu = self.reaped_cpu + own[1]
         return {
             "outcome": "committed",
             "status": "ok",
@@ -462,7 +503,10 @@ class Call:
         }
 
     def rolled_back(self, message: dict[str, Any]) -> dict[str, Any]:
+        # The call process's children were reparented to the keeper, which reaped them:
+        # the state has none of the call's to reap.
         self.end_strays()
+        self.settle(wait=False)
         status = message["status"]
         reason = self.killed_for
         if reason is None:
@@ -480,33 +524,57 @@ class Call:
             "max_rss": message["max_rss"],
         }
 
+    def settle(self, wait: bool) -> None:
+        """Tell the state the call is over: it reaps its ended children, answers, and
+        forks the next spare.  What the call started and ``end_strays`` killed may be
+        the state's children (after a commit, the call's process is the state), not
+        the keeper's: zombies until the state reaps them, and a call returns only when
+        what it ended is gone and reaped, so with such zombies (``wait``) the keeper
+        waits for the answer, and the session is lost if the state will not give it.
+        Otherwise the answer is taken later (``Keeper.unanswered``)."""
+        keeper = self.keeper
+        write_frame(keeper.control_write, REAP, json.dumps({"next": keeper.cells + 1}).encode())
+        keeper.unanswered += 1
+        if not wait:
+            return
+        deadline = max(self.deadline, time.monotonic()) + 1.0
+        while keeper.unanswered:
+            kind, _ = keeper.next_result(deadline)
+            if kind != REAPED:
+                keeper.fatal("the state process did not reap the call's processes")
+            keeper.unanswered -= 1
+        self.reap()
+
     def kill(self, why: str) -> None:
         self.killed_for = why
         self.end_strays()
 
-    def others(self, keep_zombies: bool) -> list[tuple[int, float]]:
-        """Every process of the sandbox but the init, the keeper and the state."""
+    def others(self) -> list[tuple[int, float, bool]]:
+        """Every process of the sandbox but the init, the keeper and the state (and the
+        state being retired): ``(pid, CPU seconds, whether it is a zombie)``."""
         keep = {1, self.keeper.me, self.keeper.state, self.keeper.retiring}
         found = []
         for name in os.listdir("/proc"):
             if name.isdigit() and int(name) not in keep:
                 stat = process_stat(name)
-                if stat is not None and (keep_zombies or stat[0] != b"Z"):
-                    found.append((int(name), stat[1]))
+                if stat is not None:
+                    found.append((int(name), stat[1], stat[0] == b"Z"))
         return found
 
-    def end_strays(self) -> None:
-        """Kill every process but the keeper and the state, until none is left."""
+    def end_strays(self) -> list[tuple[int, float, bool]]:
+        """Kill every process but the keeper and the state until none lives; the
+        zombies left (children of the state, not the keeper's to reap), as ``others``
+        lists them."""
         while True:
-            living = self.others(keep_zombies=False)
+            self.reap()
+            found = self.others()
+            living = [pid for pid, _, zombie in found if not zombie]
             if not living:
-                break
-            for pid, _ in living:
+                return found
+            for pid in living:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-            self.reap()
             time.sleep(0.0005)
-        self.reap()
 
     def reap(self) -> None:
         """Reap the keeper's ended children and count their CPU time; the state's end
@@ -525,11 +593,8 @@ class Call:
                 continue
             self.reaped_cpu += usage.ru_utime + usage.ru_stime
 
-    def cpu_of_others(self) -> float:
-        return sum(cpu for _, cpu in self.others(keep_zombies=True))
-
     def cpu_now(self) -> float:
-        return self.reaped_cpu + self.cpu_of_others()
+        return self.reaped_cpu + sum(cpu for _, cpu, _ in self.others())
 
     def pump(self, ready: list[int]) -> None:
         keeper = self.keeper
