@@ -16,17 +16,14 @@ from __future__ import annotations
 
 import math
 import os
-import resource
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
-from .._host import programs
-from .._launch import bwrap
 from .._launch.launcher import launch
-from .._launch.plan import Facts, FdLayout, Plan
+from .._launch.plan import Facts, Plan
 from .._launch.readable import check_readable
+from .._model.cancel import CancelEvent, Cancelled
 from .._model.errors import SandboxError
 from .._model.file import File
 from .._model.filestream import check_fits_tmpfs, encode_files
@@ -45,21 +42,18 @@ from .session_channel import (
     call_request,
 )
 from .session_idle import IdleWatch
+from .session_plan import CHANNELS, session_plan
 from .session_reply import VALUE_CAP, Reply, fatal_reason
 
-__all__ = ["GRACE", "KEEPER_PATH", "VALUE_CAP", "Session"]
+__all__ = ["GRACE", "VALUE_CAP", "Session"]
 
-#: Where the keeper's code is shown, read-only, inside the sandbox.
-KEEPER_PATH = "/.pysandbox-session/keeper.py"
 #: Seconds past a call's wall time that the host waits for the keeper's answer before it
 #: ends the session: the keeper kills at the wall time and needs only to reap and report.
 GRACE = 2.0
 #: Seconds a new session may take to start its keeper.
 START_TIMEOUT = 30.0
-#: Bytes the keeper itself may write to its stdout and stderr (a traceback of its own).
-_KEEPER_OUTPUT_CAP = 64 * 1024
-#: Channels a session passes into its sandbox beyond a run's fds.
-_CHANNELS = 2
+#: Seconds between two looks at a call's cancel event.
+_CANCEL_TICK = 0.05
 
 
 def _positive_seconds(value: object, name: str) -> float:
@@ -125,9 +119,9 @@ class Session:
             limits = Limits()
         elif not isinstance(limits, Limits):
             raise TypeError(f"limits must be a Limits or None, not {type(limits).__name__}")
-        if limits.open_files < MIN_OPEN_FILES + _CHANNELS:
+        if limits.open_files < MIN_OPEN_FILES + CHANNELS:
             raise ValueError(
-                f"limits.open_files must be at least {MIN_OPEN_FILES + _CHANNELS} for a "
+                f"limits.open_files must be at least {MIN_OPEN_FILES + CHANNELS} for a "
                 "session (its two pipes to the host)"
             )
         self.limits = limits
@@ -151,7 +145,16 @@ class Session:
         self._channel = Channel(request_write, reply_read)
         inside = (request_read, reply_write)
         try:
-            plan = self._plan(files_stream, paths, env_options, inside)
+            plan = session_plan(
+                limits,
+                lifetime=self.lifetime,
+                cpu_budget=self.cpu_budget,
+                files_stream=files_stream,
+                readable=paths,
+                env_options=env_options,
+                channels=inside,
+                cancel=self._kill,
+            )
             self._thread = threading.Thread(
                 target=self._hold, args=(plan,), name="pysandbox-session", daemon=True
             )
@@ -167,60 +170,6 @@ class Session:
             for fd in inside:
                 os.close(fd)
         self._idle = IdleWatch(self.idle_timeout, self._expire)
-
-    def _plan(
-        self,
-        files_stream: bytes | None,
-        paths: list[str],
-        env_options: list[str],
-        channels: tuple[int, int],
-    ) -> Plan:
-        limits = self.limits
-        payloads = [] if files_stream is None else [files_stream]
-        layout = FdLayout.of(
-            payloads=len(payloads), code=True, binds=len(paths), channels=_CHANNELS
-        )
-        init_options = ["--files-dir", bwrap.WORKDIR]
-        if payloads:
-            init_options += ["--files-in-fd", str(layout.payloads[0])]
-        budget = math.ceil(self.cpu_budget) + 1
-        rlimits = [item for item in limits.rlimits() if item[0] != resource.RLIMIT_CPU]
-        rlimits.append((resource.RLIMIT_CPU, budget, budget + 1))
-        return Plan(
-            layout=layout,
-            python=programs.find_python(),
-            options=[
-                *("--perms", "0755", "--dir", os.path.dirname(KEEPER_PATH)),
-                *bwrap.run_options(
-                    disk=limits.disk, readable=list(zip(layout.binds, paths)), env=env_options
-                ),
-            ],
-            readable=paths,
-            writable=[bwrap.WORKDIR],
-            init_options=init_options,
-            program=[
-                programs.find_python(),
-                "-u",
-                KEEPER_PATH,
-                *(str(fd) for fd in layout.channels),
-            ],
-            code=_keeper_source(),
-            code_path=KEEPER_PATH,
-            code_mode=bwrap.MAIN_MODE,
-            payloads=payloads,
-            capture_caps=[],
-            rlimits=rlimits,
-            processes=limits.processes,
-            memory_total=limits.memory + limits.disk,
-            disk_inodes=limits.disk_inodes(),
-            stdout_cap=_KEEPER_OUTPUT_CAP,
-            stderr_cap=_KEEPER_OUTPUT_CAP,
-            kill_on_cap=False,
-            timeout=self.lifetime,
-            cpu_limit=self.cpu_budget,
-            cancel=self._kill,
-            channels=channels,
-        )
 
     def _hold(self, plan: Plan) -> None:
         """The session's thread: the launch, from the sandbox's start to its end."""
@@ -301,6 +250,44 @@ class Session:
         :raises KeyboardInterrupt: Ctrl-C while the call ran; the call was rolled back
             first and the session goes on.
         """
+        limits, inputs = self._checked(
+            code, wall_time, cpu_time, stdout, stderr, truncate_output, files
+        )
+        return self._locked_call(code, limits, inputs, None)
+
+    async def run_async(
+        self,
+        code: str,
+        *,
+        wall_time: float | None = None,
+        cpu_time: float | None = None,
+        stdout: int | None = None,
+        stderr: int | None = None,
+        truncate_output: bool | None = None,
+        files: Mapping[str, bytes | File] | None = None,
+    ) -> CellResult:
+        """``run`` for asyncio, in a thread of its own.  Cancelling the awaiting task
+        interrupts the call: it is rolled back, and the cancellation propagates once it
+        has; the session goes on."""
+        limits, inputs = self._checked(
+            code, wall_time, cpu_time, stdout, stderr, truncate_output, files
+        )
+        from .aio import in_thread  # asyncio: only for callers that await
+
+        return await in_thread(lambda cancel: self._locked_call(code, limits, inputs, cancel))
+
+    def _checked(
+        self,
+        code: object,
+        wall_time: float | None,
+        cpu_time: float | None,
+        stdout: int | None,
+        stderr: int | None,
+        truncate_output: bool | None,
+        files: object,
+    ) -> tuple[Limits, list[tuple[str, int, bytes]]]:
+        """A call's limits and input files, or a ``TypeError``/``ValueError`` naming the
+        argument."""
         if not isinstance(code, str):
             raise TypeError(f"code must be str, not {type(code).__name__}")
         if "\0" in code:
@@ -314,18 +301,33 @@ class Session:
         }
         given = {name: value for name, value in changes.items() if value is not None}
         limits = replace(self.limits, **given) if given else self.limits
-        inputs = _call_files(files)
+        return limits, _call_files(files)
+
+    def _locked_call(
+        self,
+        code: str,
+        limits: Limits,
+        inputs: list[tuple[str, int, bytes]],
+        cancel: CancelEvent | None,
+    ) -> CellResult:
+        """One call at a time, on a live session, counted as not idle."""
         with self._lock:
             if not self.alive:
                 raise SandboxError(f"the session has ended: {self._ending()}")
             assert self._idle is not None
             self._idle.begin()
             try:
-                return self._call(code, limits, inputs)
+                return self._call(code, limits, inputs, cancel)
             finally:
                 self._idle.end()
 
-    def _call(self, code: str, limits: Limits, inputs: list[tuple[str, int, bytes]]) -> CellResult:
+    def _call(
+        self,
+        code: str,
+        limits: Limits,
+        inputs: list[tuple[str, int, bytes]],
+        cancel: CancelEvent | None,
+    ) -> CellResult:
         order = {
             "code": code,
             "wall": limits.wall_time,
@@ -339,19 +341,9 @@ class Session:
         }
         started = time.monotonic()
         reply = Reply(limits)
-        interrupted = False
         try:
             self._channel.send(call_request(order, inputs))
-            deadline = started + limits.wall_time + GRACE
-            while reply.done is None:
-                try:
-                    kind, payload = self._channel.receive(deadline, reply.bounds())
-                except KeyboardInterrupt:
-                    interrupted = True
-                    self._channel.interrupt()
-                    deadline = min(deadline, time.monotonic() + GRACE)
-                    continue
-                reply.take(kind, payload)
+            stopped_by = self._collect(reply, started + limits.wall_time + GRACE, cancel)
             # Inside the try: a DONE whose fields are unfit (a value that is no str, an
             # error that is no dict...) is a broken protocol too, and must lose the
             # session rather than raise ProtocolError at the caller.
@@ -361,9 +353,38 @@ class Session:
         if result.lost:
             self._end(result.reason)
             return self._lose(result.reason, reply, started)
-        if interrupted:
-            raise KeyboardInterrupt
+        if stopped_by is not None:
+            raise stopped_by
         return result
+
+    def _collect(
+        self, reply: Reply, deadline: float, cancel: CancelEvent | None
+    ) -> BaseException | None:
+        """Read the keeper's frames into ``reply`` until its ``DONE``.  Ctrl-C or
+        ``cancel`` interrupts the call (the keeper rolls it back and answers): the
+        exception to raise once it has is returned.  ``ProtocolError`` past
+        ``deadline``."""
+        stopped_by: BaseException | None = None
+        while reply.done is None:
+            if stopped_by is None and cancel is not None and cancel.is_set():
+                stopped_by = Cancelled("the call was cancelled; it was rolled back")
+                self._channel.interrupt()
+                deadline = min(deadline, time.monotonic() + GRACE)
+            watching = cancel is not None and stopped_by is None
+            step = min(deadline, time.monotonic() + _CANCEL_TICK) if watching else deadline
+            try:
+                kind, payload = self._channel.receive(step, reply.bounds())
+            except ChannelTimeout:
+                if time.monotonic() >= deadline:
+                    raise
+                continue
+            except KeyboardInterrupt as interrupt:
+                stopped_by = stopped_by or interrupt
+                self._channel.interrupt()
+                deadline = min(deadline, time.monotonic() + GRACE)
+                continue
+            reply.take(kind, payload)
+        return stopped_by
 
     def _lose(self, why: str, reply: Reply, started: float) -> CellResult:
         """End the session and say so as the call's result."""
@@ -438,8 +459,3 @@ class Session:
     def __del__(self) -> None:
         if not getattr(self, "_closed", True) and hasattr(self, "_thread"):
             self._kill.set()
-
-
-def _keeper_source() -> bytes:
-    """The keeper's code, read from this package."""
-    return (Path(__file__).parent / "session_keeper.py").read_bytes()

@@ -10,6 +10,10 @@ environment variable of the session), and for a call's by a marker in theirs.
 
 from __future__ import annotations
 
+import asyncio
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -257,3 +261,66 @@ def test_bad_call_arguments_are_named_and_the_session_goes_on(
     with pytest.raises(error, match=words):
         session.run(code, **options)  # type: ignore[arg-type]
     assert session.run("1").value == "1"
+
+
+def test_a_cancelled_task_rolls_its_call_back_and_the_session_goes_on(
+    marked: tuple[Session, str],
+) -> None:
+    session, _ = marked
+
+    async def scenario() -> CellResult:
+        await session.run_async("kept = 'yes'")
+        task = asyncio.ensure_future(
+            session.run_async("kept = 'no'\nwhile True:\n    pass", wall_time=slow(30), cpu_time=60)
+        )
+        await asyncio.sleep(0.5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return await session.run_async("kept")
+
+    assert asyncio.run(scenario()).value == "'yes'"
+
+
+#: Run as a program: a session whose call loops until Ctrl-C (SIGINT from the test),
+#: then prints what the caller saw and what the session still holds.
+CTRL_C = """
+import sys
+from pysandbox import Limits, Session
+with Session(limits=Limits(wall_time=60, cpu_time=60)) as session:
+    session.run("kept = 'yes'")
+    print("ready", flush=True)
+    try:
+        session.run("kept = 'no'\\nwhile True:\\n    pass")
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+    print(session.run("kept").value, flush=True)
+"""
+
+
+def test_ctrl_c_in_the_caller_rolls_the_call_back_then_raises() -> None:
+    caller = subprocess.Popen(
+        [sys.executable, "-c", CTRL_C], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert caller.stdout is not None
+    assert caller.stdout.readline() == b"ready\n"
+    time.sleep(0.5)
+    caller.send_signal(signal.SIGINT)
+    out, err = caller.communicate(timeout=PROMPTLY * 4)
+    assert out.decode().split() == ["interrupted", "'yes'"], err.decode()
+    assert caller.returncode == 0
+
+
+def test_a_thread_runs_on_and_the_next_call_sees_its_work(
+    marked: tuple[Session, str],
+) -> None:
+    session, _ = marked
+    session.run(
+        "import threading, time\nticks = []\nstop = threading.Event()\n"
+        "def tick():\n    while not stop.is_set():\n        ticks.append(1)\n"
+        "        time.sleep(0.01)\n"
+        "threading.Thread(target=tick, daemon=True).start()"
+    )
+    time.sleep(0.3)
+    seen = session.run("len(ticks) > 5")
+    assert seen.value == "True", seen

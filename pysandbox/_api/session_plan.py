@@ -1,0 +1,84 @@
+# SPDX-License-Identifier: MIT
+"""The ``Plan`` of a session's sandbox: a ``run_python``-like sandbox whose program is
+the keeper (``session_keeper.py``, shown read-only at ``KEEPER_PATH``), with the two
+pipes to the host open in it, the session's lifetime as its wall time and its CPU
+budget as its CPU limit (and ``RLIMIT_CPU``, which otherwise would be one call's)."""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+from collections.abc import Sequence
+from pathlib import Path
+
+from .._host import programs
+from .._launch import bwrap
+from .._launch.plan import FdLayout, Plan
+from .._model.cancel import CancelEvent
+from .._model.limits import Limits
+
+__all__ = ["CHANNELS", "KEEPER_PATH", "session_plan"]
+
+#: Where the keeper's code is shown, read-only, inside the sandbox (not below
+#: ``/.pysandbox``, which only the init may read).
+KEEPER_PATH = "/.pysandbox-session/keeper.py"
+#: Pipes a session passes into its sandbox: requests in, replies out.
+CHANNELS = 2
+#: Bytes the keeper itself may write to its stdout and stderr (a traceback of its own).
+_KEEPER_OUTPUT_CAP = 64 * 1024
+
+
+def session_plan(
+    limits: Limits,
+    *,
+    lifetime: float,
+    cpu_budget: float,
+    files_stream: bytes | None,
+    readable: Sequence[str],
+    env_options: Sequence[str],
+    channels: tuple[int, int],
+    cancel: CancelEvent,
+) -> Plan:
+    """The plan of a session with ``limits``, its checked ``readable`` paths, ``env``
+    as bwrap options, its first files as a stream, and ``channels`` (the sandbox's ends
+    of the request and reply pipes); ``cancel`` kills it."""
+    payloads = [] if files_stream is None else [files_stream]
+    layout = FdLayout.of(payloads=len(payloads), code=True, binds=len(readable), channels=CHANNELS)
+    init_options = ["--files-dir", bwrap.WORKDIR]
+    if payloads:
+        init_options += ["--files-in-fd", str(layout.payloads[0])]
+    budget = math.ceil(cpu_budget) + 1
+    rlimits = [item for item in limits.rlimits() if item[0] != resource.RLIMIT_CPU]
+    rlimits.append((resource.RLIMIT_CPU, budget, budget + 1))
+    python = programs.find_python()
+    return Plan(
+        layout=layout,
+        python=python,
+        options=[
+            *("--perms", "0755", "--dir", os.path.dirname(KEEPER_PATH)),
+            *bwrap.run_options(
+                disk=limits.disk, readable=list(zip(layout.binds, readable)), env=env_options
+            ),
+        ],
+        readable=readable,
+        writable=[bwrap.WORKDIR],
+        init_options=init_options,
+        program=[python, "-u", KEEPER_PATH, *(str(fd) for fd in layout.channels)],
+        code=(Path(__file__).parent / "session_keeper.py").read_bytes(),
+        code_path=KEEPER_PATH,
+        code_mode=bwrap.MAIN_MODE,
+        payloads=payloads,
+        capture_caps=[],
+        rlimits=rlimits,
+        processes=limits.processes,
+        memory_total=limits.memory + limits.disk,
+        disk_inodes=limits.disk_inodes(),
+        stdout_cap=_KEEPER_OUTPUT_CAP,
+        stderr_cap=_KEEPER_OUTPUT_CAP,
+        kill_on_cap=False,
+        timeout=lifetime,
+        cpu_limit=cpu_budget,
+        cancel=cancel,
+        channels=channels,
+    )
