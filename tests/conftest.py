@@ -23,6 +23,7 @@ from support.callers import (
     DriverCaller,
     InProcessCaller,
     Installation,
+    SessionCaller,
     processes_of,
     reserved_uids,
 )
@@ -148,12 +149,17 @@ def world_readable_dir() -> Iterator[Path]:
 
 @pytest.fixture(params=["root", "nonroot"])
 def caller(request: pytest.FixtureRequest) -> Iterator[Caller]:
-    """The caller of the API, once as root and once not (``tests/callers.py``).
+    """The caller of the API, once as root and once not (``tests/callers.py``); a test
+    that names ``"session"`` too (``SESSION_CALLERS``) also runs its ``run_python`` calls as
+    calls of a session (``SessionCaller``).
 
     A non-root caller made by this fixture gets uids no other process has; when the test
     ends, any process of those uids still alive a few seconds later escaped the call:
     it is killed, and the test errors.
     """
+    if request.param == "session":
+        yield SessionCaller()
+        return
     if request.param == "root":
         if os.geteuid() != 0:
             pytest.skip("the test process is not root, so there is no root caller")

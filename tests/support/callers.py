@@ -37,7 +37,7 @@ from typing import Any, TypeVar, Union
 import pytest
 
 import pysandbox
-from pysandbox import File, Limits, ProcessOutput, Result, SandboxError, Status
+from pysandbox import CellResult, File, Limits, ProcessOutput, Result, SandboxError, Status
 from pysandbox._cgroups.probe import probe as cgroup_probe
 from support.timing import slow
 
@@ -281,6 +281,51 @@ class InProcessCaller(Caller):
         return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+class SessionCaller(InProcessCaller):
+    """The test process calls the API, and ``run_python`` runs the code as the one call
+    of a fresh ``Session`` with the same limits, paths and environment: the attack suite
+    through the session's keeper, state and call processes.  The ``CellResult`` reads as
+    the ``Result`` of a ``python`` that ran the same code (an exception: exit code 1 and
+    its traceback on stderr)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name = "session"
+
+    def run_python(self, code: str, **options: object) -> Result:
+        args = options.pop("args", ())
+        assert isinstance(args, (list, tuple))
+        limits = options.pop("limits", None) or Limits()
+        assert isinstance(limits, Limits)
+        argv = f"import sys\nsys.argv = {['main.py', *args]!r}\n"
+        with pysandbox.Session(limits=limits, **options) as session:  # type: ignore[arg-type]
+            cell = session.run(argv + code)
+        return result_of_cell(cell)
+
+
+def result_of_cell(cell: CellResult) -> Result:
+    """``cell`` as the ``Result`` of ``python`` running the same code."""
+    status, returncode, stderr = cell.status, cell.returncode, cell.stderr
+    if cell.committed:
+        status = Status.NONZERO_EXIT if cell.error is not None else Status.OK
+        returncode = 1 if cell.error is not None else 0
+        stderr += (cell.error.traceback if cell.error is not None else "").encode()
+    return Result(
+        status=status,
+        returncode=returncode,
+        signal=cell.signal,
+        stdout=cell.stdout,
+        stderr=stderr,
+        stdout_truncated=cell.stdout_truncated,
+        stderr_truncated=cell.stderr_truncated,
+        wall_time=cell.wall_time,
+        cpu_time=cell.cpu_time,
+        max_rss=cell.max_rss,
+        files=cell.files,
+        files_truncated=cell.files_truncated,
+    )
+
+
 class DriverCaller(Caller):
     """A process of an unprivileged uid calls the API through ``DRIVER``."""
 
@@ -511,3 +556,8 @@ def processes_of(uids: range) -> list[int]:
             if os.stat(f"/proc/{entry}").st_uid in uids:
                 found.append(int(entry))
     return found
+
+
+#: For a test of the attack suite whose attacks hold for a session's calls too: run it
+#: as root, as a non-root caller and through a ``Session`` (``SessionCaller``).
+WITH_SESSIONS = pytest.mark.parametrize("caller", ["root", "nonroot", "session"], indirect=True)
