@@ -203,6 +203,7 @@ class State:
         code = request["code"]
         linecache.cache[name] = (len(code), None, code.splitlines(True), name)
         value, error = None, None
+        me = os.getpid()
         try:
             value = self.execute(code, name)
         except MemoryError:
@@ -223,7 +224,11 @@ class State:
             except BaseException as exc:
                 error = describe(exc, request["value_max"])
         self.flush()
-        done = {"pid": os.getpid(), "value": shown, "error": error}
+        if os.getpid() != me:
+            # A child the code forked that ran on to the cell's end instead of exiting
+            # (as after ``os.fork()`` in a notebook): it is no call process; it ends here.
+            os._exit(0)
+        done = {"pid": me, "value": shown, "error": error}
         write_frame(self.result_fd, FINISHED, json.dumps(done).encode())
 
     def execute(self, code: str, name: str) -> object:

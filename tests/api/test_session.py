@@ -324,3 +324,12 @@ def test_a_thread_runs_on_and_the_next_call_sees_its_work(
     time.sleep(0.3)
     seen = session.run("len(ticks) > 5")
     assert seen.value == "True", seen
+
+
+def test_a_child_forked_by_the_code_that_runs_on_ends_at_the_cells_end(
+    marked: tuple[Session, str],
+) -> None:
+    session, _ = marked
+    result = session.run("import os\nchild = os.fork()\nwhere = 'parent' if child else 'child'")
+    assert result.committed, result
+    assert session.run("where").value == "'parent'"
