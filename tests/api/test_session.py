@@ -205,7 +205,7 @@ def test_the_cpu_budget_ends_the_session() -> None:
 
 
 def test_the_lifetime_ends_the_session() -> None:
-    with Session(limits=LIMITS, lifetime=1) as session:
+    with Session(limits=LIMITS, lifetime=3) as session:
         result = session.run("import time\ntime.sleep(100)", wall_time=slow(30))
         assert result.lost and "lifetime" in result.reason, result
 
