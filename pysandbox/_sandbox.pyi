@@ -19,6 +19,7 @@ STAGE_CGROUP_JOIN: int
 STAGE_DUP2: int
 STAGE_EXEC: int
 STAGE_RELEASE: int
+STAGE_PGROUP: int
 
 class _Cancel(Protocol):
     def is_set(self) -> bool: ...

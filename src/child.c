@@ -136,7 +136,11 @@ CHILD_CODE static int child_close_fds_from_proc(int lowest)
  * limits, fd numbers) was built by the parent.  Order:
  *   1. every signal back to SIG_DFL: exec keeps ignored dispositions, and
  *      Python ignores SIGPIPE and SIGXFSZ, which the sandboxed program must
- *      see at their defaults;
+ *      see at their defaults; then a process group of its own, so that what
+ *      a terminal or a notebook sends to the caller's group (Ctrl-C, the
+ *      stop button: SIGINT to every process of it) reaches the caller alone,
+ *      which decides what the sandbox gets (a run is killed and reaped, a
+ *      session's call rolled back), rather than killing bwrap under it;
  *   2. the resource limits (what prlimit(1) would do), a real-time
  *      scheduling policy of the caller's left for SCHED_OTHER, and the
  *      sandbox's cgroups (writing "0" to their cgroup.procs moves this process, also
@@ -172,6 +176,8 @@ CHILD_CODE int sbx_child_main(void *opaque)
         if (sigaction(sig, &dfl, NULL) != 0 && errno != EINVAL)
             child_fail(args, SBX_STAGE_SIGNALS);
     }
+    if (setpgid(0, 0) != 0)
+        child_fail(args, SBX_STAGE_PGROUP);
 
     for (i = 0; i < spec->n_rlimits; i++) {
         if (child_set_rlimit(&spec->rlimits[i]) != 0)

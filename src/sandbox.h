@@ -110,7 +110,8 @@ struct sbx_child {
     X(CGROUP_JOIN, "joining the sandbox's cgroup in the child")                                    \
     X(DUP2, "dup2 in the child")                                                                   \
     X(EXEC, "execve")                                                                              \
-    X(RELEASE, "giving up the code file's lease")
+    X(RELEASE, "giving up the code file's lease")                                                  \
+    X(PGROUP, "leaving the caller's process group in the child")
 
 enum sbx_stage {
 #define SBX_STAGE_ENUM(name, words) SBX_STAGE_##name,

@@ -45,11 +45,23 @@ from .session_idle import IdleWatch
 from .session_plan import CHANNELS, session_plan
 from .session_reply import VALUE_CAP, Reply, fatal_reason
 
-__all__ = ["GRACE", "VALUE_CAP", "Session"]
+__all__ = [
+    "DEFAULT_CPU_BUDGET",
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_LIFETIME",
+    "GRACE",
+    "VALUE_CAP",
+    "Session",
+]
 
 #: Seconds past a call's wall time that the host waits for the keeper's answer before it
 #: ends the session: the keeper kills at the wall time and needs only to reap and report.
 GRACE = 2.0
+#: A session's clocks unless given: its lifetime, its idle timeout (seconds) and its CPU
+#: budget (CPU seconds).
+DEFAULT_LIFETIME = 3600.0
+DEFAULT_IDLE_TIMEOUT = 600.0
+DEFAULT_CPU_BUDGET = 600.0
 #: Seconds a new session may take to start its keeper.
 START_TIMEOUT = 30.0
 #: Seconds between two looks at a call's cancel event.
@@ -111,9 +123,9 @@ class Session:
         readable: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         files: Mapping[str, bytes | File] | None = None,
-        lifetime: float = 3600.0,
-        idle_timeout: float = 600.0,
-        cpu_budget: float = 600.0,
+        lifetime: float = DEFAULT_LIFETIME,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        cpu_budget: float = DEFAULT_CPU_BUDGET,
     ) -> None:
         if limits is None:
             limits = Limits()
@@ -236,6 +248,7 @@ class Session:
         stderr: int | None = None,
         truncate_output: bool | None = None,
         files: Mapping[str, bytes | File] | None = None,
+        cancel: CancelEvent | None = None,
     ) -> CellResult:
         """Run ``code`` in the session as a notebook cell runs, and say what it did.
 
@@ -247,13 +260,16 @@ class Session:
 
         :raises TypeError, ValueError: a bad argument, before anything runs.
         :raises SandboxError: the session was closed, or lost by an earlier call.
+        :param cancel: an object whose ``is_set()`` is asked every 50 ms; once true,
+            the call is interrupted and rolled back, then ``Cancelled`` is raised
+            (``threading.Event`` fits).
         :raises KeyboardInterrupt: Ctrl-C while the call ran; the call was rolled back
             first and the session goes on.
         """
         limits, inputs = self._checked(
             code, wall_time, cpu_time, stdout, stderr, truncate_output, files
         )
-        return self._locked_call(code, limits, inputs, None)
+        return self._locked_call(code, limits, inputs, cancel)
 
     async def run_async(
         self,
@@ -269,12 +285,26 @@ class Session:
         """``run`` for asyncio, in a thread of its own.  Cancelling the awaiting task
         interrupts the call: it is rolled back, and the cancellation propagates once it
         has; the session goes on."""
-        limits, inputs = self._checked(
-            code, wall_time, cpu_time, stdout, stderr, truncate_output, files
-        )
+        options = {
+            "wall_time": wall_time,
+            "cpu_time": cpu_time,
+            "stdout": stdout,
+            "stderr": stderr,
+            "truncate_output": truncate_output,
+            "files": files,
+        }
+        self._checked(code, wall_time, cpu_time, stdout, stderr, truncate_output, files)
         from .aio import in_thread  # asyncio: only for callers that await
 
-        return await in_thread(lambda cancel: self._locked_call(code, limits, inputs, cancel))
+        return await in_thread(
+            lambda cancel: self.run(code, cancel=cancel, **options)  # type: ignore[arg-type]
+        )
+
+    def touch(self) -> None:
+        """Count the idle timeout from now, as a call does (for a session handed out
+        after it waited, say)."""
+        if self._idle is not None:
+            self._idle.end()
 
     def _checked(
         self,

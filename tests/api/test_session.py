@@ -11,6 +11,7 @@ environment variable of the session), and for a call's by a marker in theirs.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import subprocess
 import sys
@@ -333,3 +334,21 @@ def test_a_child_forked_by_the_code_that_runs_on_ends_at_the_cells_end(
     result = session.run("import os\nchild = os.fork()\nwhere = 'parent' if child else 'child'")
     assert result.committed, result
     assert session.run("where").value == "'parent'"
+
+
+def test_ctrl_c_to_the_callers_whole_process_group_rolls_back_too() -> None:
+    """A terminal's Ctrl-C and a notebook's stop button send SIGINT to every process of
+    the caller's group: the session's bwrap is in a group of its own, so the call is
+    rolled back as for a SIGINT to the caller alone, not lost with a killed bwrap."""
+    caller = subprocess.Popen(
+        [sys.executable, "-c", CTRL_C],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert caller.stdout is not None
+    assert caller.stdout.readline() == b"ready\n"
+    time.sleep(0.5)
+    os.killpg(caller.pid, signal.SIGINT)
+    out, err = caller.communicate(timeout=PROMPTLY * 4)
+    assert out.decode().split() == ["interrupted", "'yes'"], err.decode()
