@@ -21,15 +21,14 @@ starts and closes sessions: each session's sandbox is held by a thread of its ow
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-import weakref
 from typing import Any
 
 from .._api.session import Session
 from .._model.errors import SandboxError
 from .._model.session_result import CellResult
+from .warm import KeptPool
 
 __all__ = [
     "SESSION_DEFAULTS",
@@ -202,18 +201,6 @@ def _close_all(sessions: list[HeldSession]) -> None:
         session.close()
 
 
-_pools: weakref.WeakSet[WarmSessions] = weakref.WeakSet()
-
-
-def _forget_after_fork() -> None:
-    """In a child made by ``fork``: the warm sessions are the parent's, not ours."""
-    for pool in list(_pools):
-        pool._forked()
-
-
-os.register_at_fork(after_in_child=_forget_after_fork)
-
-
 def open_session(
     book: SessionBook,
     warm: WarmSessions | None,
@@ -233,31 +220,20 @@ def open_session(
     return session
 
 
-class WarmSessions:
+class WarmSessions(KeptPool[tuple[float, HeldSession]]):
     """Up to ``size`` sessions of ``options`` (``Session``'s keywords) counted in
     ``book`` once handed out, started ahead of need by a keeper thread, each handed out
     once.  Thread-safe."""
 
     def __init__(self, size: int, book: SessionBook, options: dict[str, Any]) -> None:
-        self.size = size
+        super().__init__(size, "pysandbox-warm-sessions")
         self.options = options
         lifetime, idle = float(options["lifetime"]), float(options["idle_timeout"])
         #: The longest a session waits here: its clocks run while it waits.
         self.max_age = min(WARM_MAX_AGE, lifetime / 10, idle / 2)
         self._book = book
-        self._lock = threading.Condition()
-        self._ready: list[tuple[float, HeldSession]] = []
         #: Sessions ``take`` found unfit, for the keeper to close.
         self._retired: list[HeldSession] = []
-        self._closed = False
-        self._failures = 0
-        self._started = 0
-        self._taken = 0
-        self._pid = os.getpid()
-        _pools.add(self)
-        self._keeper = threading.Thread(
-            target=self._keep, name="pysandbox-warm-sessions", daemon=True
-        )
         self._keeper.start()
 
     @property
@@ -265,18 +241,6 @@ class WarmSessions:
         """Warm sessions waiting to be handed out now."""
         with self._lock:
             return sum(session.alive for _, session in self._ready)
-
-    @property
-    def started(self) -> int:
-        """Sessions the keeper has started so far."""
-        with self._lock:
-            return self._started
-
-    @property
-    def taken(self) -> int:
-        """Warm sessions handed out so far."""
-        with self._lock:
-            return self._taken
 
     def take(self) -> HeldSession | None:
         """The warm session that has waited the longest, alive and younger than
@@ -291,21 +255,6 @@ class WarmSessions:
                     return session
                 self._retired.append(session)  # closing waits for the reaping: the keeper's
         return None
-
-    def close(self) -> None:
-        """Close every waiting session and stop the keeper; returns once they are gone.
-        Idempotent."""
-        with self._lock:
-            self._closed = True
-            self._lock.notify_all()
-        if self._pid == os.getpid() and self._keeper is not threading.current_thread():
-            self._keeper.join()
-
-    def _forked(self) -> None:
-        """Drop, without touching them, the sessions a forked child inherited."""
-        self._closed = True
-        self._ready = []
-        self._lock = threading.Condition()
 
     def _keep(self) -> None:
         """The keeper thread: retire, then refill one at a time, until closed; then
