@@ -14,6 +14,11 @@ holding 500 MiB of Python objects, and prints issue 21's goals next to the figur
 * a waiting session costs at most 12 MiB of host memory beyond its interpreter's own:
   the caller's growth per session plus the keeper's private memory (the state process,
   the interpreter, is the session's own).
+
+And ``Runner.session()`` from a warm session (``Runner(warm_sessions=1)``) against a
+cold start (a Runner without warm sessions), alternately, each time with the pool
+refilled and the previous session closed before the next is timed; the ratio of the
+medians is printed (no goal: the figure says what a warm session saves).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from collections.abc import Callable
 
 from measuring import interleaved, loadavg, percentile
 
-from pysandbox import Limits, Session
+from pysandbox import Limits, Runner, Session
 
 KEEPER_MARK = b"/.pysandbox-session/keeper.py"
 #: 500 MiB of objects: half a million 1 KiB bytearrays (each ~1.1 KiB with its header).
@@ -126,6 +131,41 @@ def rollbacks(times: int) -> tuple[int, float]:
     return good, slowest
 
 
+def session_starts(rounds: int) -> tuple[list[float], list[float]]:
+    """Wall times of ``Runner.session()``: from a warm session, and started cold."""
+    warm, cold = Runner(warm_sessions=1), Runner()
+
+    def settle(_: int, session: Session) -> None:
+        """Check the session works, close it, and wait for the pool to refill."""
+        if session.run("6 * 7").value != "42":
+            raise RuntimeError("a session from the Runner failed")
+        session.close()
+        deadline = time.monotonic() + 30
+        while warm.warm_sessions_ready < 1:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the warm session did not refill")
+            time.sleep(0.005)
+
+    try:
+        samples = interleaved([warm.session, cold.session], warmup=2, rounds=rounds, check=settle)
+    finally:
+        warm.close()
+        cold.close()
+    return samples[0], samples[1]
+
+
+def print_session_starts(rounds: int) -> None:
+    warm, cold = session_starts(rounds)
+    print()
+    print(f"{f'Runner.session(), {rounds} starts each [ms]':<40} {'median':>8} {'p99':>8}")
+    print("-" * 58)
+    for label, values in (("warm (warm_sessions=1)", warm), ("cold", cold)):
+        median, p99 = statistics.median(values) * 1e3, percentile(values, 0.99) * 1e3
+        print(f"{label:<40} {median:>8.2f} {p99:>8.2f}")
+    ratio = statistics.median(warm) / statistics.median(cold)
+    print(f"{'warm / cold, median':<40} {ratio:>8.4f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="few repetitions (smoke test)")
@@ -175,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'waiting session: caller growth [MiB]':<52} {caller:>9.2f}")
     print(f"{'waiting session: keeper private memory [MiB]':<52} {keeper:>9.2f}")
     print(f"{'waiting session: both [MiB]':<52} {caller + keeper:>9.2f} {12:>6}")
+    print_session_starts(10 if args.quick else 100)
     print()
     print(f"loadavg at the end: {loadavg()}")
     return 0

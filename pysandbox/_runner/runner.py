@@ -1,15 +1,17 @@
 # SPDX-License-Identifier: MIT
 """``Runner``: what a service or a batch creates once: default limits, readable paths and
-environment, a cap on the sandboxes running at once, and ``map`` for many jobs.
+environment, a cap on the sandboxes running at once, ``map`` for many jobs, and the
+sessions it makes (``sessions.py``: their cap and the warm ones).
 
 Every call takes a slot of the Runner's ``Slots`` before its sandbox starts and gives it
 back once the sandbox is reaped; the time it waited is ``Result.queued_time`` and is not
 in ``wall_time`` (the C core starts the wall clock at the spawn, after the wait).
 
 The module is longer than 500 lines because it is the one public class ``Runner``,
-whose methods (each sync and async form of every call, ``run_job`` and ``map``) are thin
-entries with their own docstrings over ``_result``; mixins in other files would scatter
-one class's API and its shared state.
+whose methods (each sync and async form of every call, ``run_job``, ``map`` and
+``session``) are thin entries with their own docstrings over ``_result`` and
+``sessions.py``; mixins in other files would scatter one class's API and its shared
+state.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import threading
 import weakref
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
@@ -36,9 +39,10 @@ from .._api.run import (
     finish,
     python_program,
 )
+from .._api.session import Session
 from .._launch.launcher import launch
 from .._launch.plan import Facts, Plan
-from .._model.cancel import AnyOf, CancelEvent
+from .._model.cancel import AnyOf, CancelEvent, Cancelled
 from .._model.file import File
 from .._model.limits import Limits
 from .._model.result import ProcessOutput, Result
@@ -46,6 +50,13 @@ from .job import Job
 from .map import map_jobs
 from .outcome import Outcome
 from .progress import Tally, check_progress, open_bar
+from .sessions import (
+    SESSION_DEFAULTS,
+    SessionBook,
+    WarmSessions,
+    check_count,
+    open_session,
+)
 from .slots import Slots
 from .warm import WarmPool
 
@@ -89,6 +100,11 @@ class Runner:
         interpreter waiting for its code (docs/services.rst, *Warm sandboxes*): first for
         ``run_python`` with this Runner's defaults, then for the kind of call last made.
         A call of that kind takes one; the pool refills after the call returns.  0: none.
+    :param max_sessions: the most sessions of ``session()`` live at once; at the cap a
+        new session evicts the one idle the longest (docs/services.rst, *Sessions in a
+        Runner*).
+    :param warm_sessions: how many sessions with this Runner's defaults to keep started
+        ahead of need for ``session()``.  0: none.
     :raises SandboxError: ``warm`` > 0 on a host that cannot hold warm sandboxes.
 
     ``run``, ``run_python`` and ``eval_in_sandbox`` take the module-level functions'
@@ -96,8 +112,8 @@ class Runner:
     their asyncio forms (cancelling the task kills the sandbox, or leaves the queue).
     Thread-safe.  A context manager (``with``, ``async with``): ``close()`` kills and
     reaps every sandbox still running (those calls raise ``Cancelled``), releases the
-    calls waiting for a slot (``Cancelled`` too), and makes later calls raise
-    ``RuntimeError``.
+    calls waiting for a slot (``Cancelled`` too), closes every session it made, and
+    makes later calls raise ``RuntimeError``.
     """
 
     def __init__(
@@ -108,6 +124,8 @@ class Runner:
         env: Mapping[str, str] | None = None,
         max_concurrent: int | None = None,
         warm: int = 0,
+        max_sessions: int = 16,
+        warm_sessions: int = 0,
     ) -> None:
         if limits is not None and not isinstance(limits, Limits):
             raise TypeError(f"limits must be a Limits or None, not {type(limits).__name__}")
@@ -116,6 +134,8 @@ class Runner:
         check_env(env)
         self._env = dict(env or {})
         size = _check_warm(warm)
+        self._book = SessionBook(check_count(max_sessions, "max_sessions", 1))
+        warm_count = check_count(warm_sessions, "warm_sessions", 0)
         self._slots = Slots(_check_max_concurrent(max_concurrent))
         self._pool: WarmPool | None = None
         if size:
@@ -126,6 +146,11 @@ class Runner:
             plan, _ = build_plan(call)
             self._pool = WarmPool(size, plan)
             weakref.finalize(self, self._pool.close)
+        self._warm_sessions: WarmSessions | None = None
+        if warm_count:
+            options = self._session_options(None, (), None, **SESSION_DEFAULTS)
+            self._warm_sessions = WarmSessions(warm_count, self._book, options)
+            weakref.finalize(self, self._warm_sessions.close)
 
     @property
     def max_concurrent(self) -> int:
@@ -170,14 +195,37 @@ class Runner:
         return self._slots.waiting
 
     @property
+    def max_sessions(self) -> int:
+        """The most sessions of ``session()`` live at once."""
+        return self._book.size
+
+    @property
+    def sessions(self) -> int:
+        """Sessions of ``session()`` live now (a gauge: one that ended, closed, lost or
+        idle too long, no longer counts)."""
+        return self._book.live
+
+    @property
+    def warm_sessions(self) -> int:
+        """How many warm sessions this Runner keeps (0: none)."""
+        return 0 if self._warm_sessions is None else self._warm_sessions.size
+
+    @property
+    def warm_sessions_ready(self) -> int:
+        """Warm sessions waiting to be handed out now (a gauge: refilled in the
+        background)."""
+        return 0 if self._warm_sessions is None else self._warm_sessions.ready
+
+    @property
     def closed(self) -> bool:
         """``close()`` was called."""
         return self._slots.closed
 
     def close(self) -> None:
         """Kill and reap every sandbox still running and every warm one, release every
-        call waiting for a slot (each raises ``Cancelled``), and refuse new calls
-        (``RuntimeError``).
+        call waiting for a slot (each raises ``Cancelled``), close every session this
+        Runner made (a call running in one ends ``lost``) and every warm session, and
+        refuse new calls (``RuntimeError``).
 
         Returns once every call of other threads has ended, within the C core's 50 ms
         tick plus the reaping.  Idempotent.
@@ -185,6 +233,9 @@ class Runner:
         self._slots.close()
         if self._pool is not None:
             self._pool.close()
+        if self._warm_sessions is not None:
+            self._warm_sessions.close()
+        self._book.close()
 
     def _facts(self, plan: Plan) -> Facts:
         """Run ``plan`` in a warm sandbox of its kind if one is waiting, else in a fresh
@@ -229,6 +280,89 @@ class Runner:
         """The Runner's variables updated with the call's."""
         check_env(env)
         return {**self._env, **(env or {})}
+
+    def _session_options(
+        self,
+        limits: Limits | None,
+        readable: Sequence[str],
+        env: Mapping[str, str] | None,
+        **clocks: float,
+    ) -> dict[str, Any]:
+        """``Session``'s keywords (but ``files``) with this Runner's defaults."""
+        return {
+            "limits": self._limits if limits is None else limits,
+            "readable": self._merged_readable(readable),
+            "env": self._merged_env(env),
+            **clocks,
+        }
+
+    def session(
+        self,
+        *,
+        limits: Limits | None = None,
+        readable: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        files: Mapping[str, bytes | File] | None = None,
+        lifetime: float = 3600.0,
+        idle_timeout: float = 600.0,
+        cpu_budget: float = 600.0,
+    ) -> Session:
+        """A ``Session`` with this Runner's defaults: ``limits`` (None: the Runner's),
+        ``readable`` and ``env`` added to the Runner's; the other arguments are
+        ``Session``'s.  A warm session when the Runner keeps them (``warm_sessions``)
+        and no argument differs from the defaults, else a fresh one.
+
+        Counted against ``max_sessions`` until it ends: at the cap, the live session
+        idle the longest (running no call) is closed to make room, and its next call
+        raises ``SandboxError`` saying it was evicted.
+
+        :raises SandboxError: every live session is running a call at the cap, or the
+            session could not start.
+        :raises TypeError, ValueError: a bad argument, before any session is evicted.
+        :raises RuntimeError: the Runner is closed.
+        """
+        if self.closed:
+            raise RuntimeError("the Runner is closed: make a new Runner to run more")
+        options = self._session_options(
+            limits,
+            readable,
+            env,
+            lifetime=lifetime,
+            idle_timeout=idle_timeout,
+            cpu_budget=cpu_budget,
+        )
+        return open_session(self._book, self._warm_sessions, options, files)
+
+    async def session_async(
+        self,
+        *,
+        limits: Limits | None = None,
+        readable: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        files: Mapping[str, bytes | File] | None = None,
+        lifetime: float = 3600.0,
+        idle_timeout: float = 600.0,
+        cpu_budget: float = 600.0,
+    ) -> Session:
+        """``session`` for asyncio: the start runs in a thread of its own.  Cancelling
+        the task closes the session once it has started (within its start, ~60 ms)."""
+
+        def start(cancel: threading.Event) -> Session:
+            session = self.session(
+                limits=limits,
+                readable=readable,
+                env=env,
+                files=files,
+                lifetime=lifetime,
+                idle_timeout=idle_timeout,
+                cpu_budget=cpu_budget,
+            )
+            if cancel.is_set():
+                session.close()
+                raise Cancelled("the awaiting task was cancelled; the session was closed")
+            return session
+
+        return await in_thread(start)
 
     def _result(self, call: Call, outputs: OutputsFor) -> Result:
         """One run: checked and planned with this Runner's defaults (``call.cancel`` also

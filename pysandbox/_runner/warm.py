@@ -24,18 +24,21 @@ import os
 import threading
 import time
 import weakref
+from typing import Any, Generic, TypeVar
 
 from .._launch.codefile import lease_break_seconds, lease_support
 from .._launch.launcher import Launched, start
 from .._launch.plan import Plan
 from .._model.errors import SandboxError
 
-__all__ = ["WarmPool"]
+__all__ = ["KeptPool", "WarmPool"]
 
 #: How long the keeper waits after a failed start before it tries again.
 _RETRY_SECONDS = 1.0
 
-_pools: weakref.WeakSet[WarmPool] = weakref.WeakSet()
+_Item = TypeVar("_Item")
+
+_pools: weakref.WeakSet[KeptPool[Any]] = weakref.WeakSet()
 
 
 def _forget_after_fork() -> None:
@@ -60,8 +63,61 @@ def template_of(plan: Plan) -> Plan:
     )
 
 
-class WarmPool:
+class KeptPool(Generic[_Item]):
+    """What a pool that a keeper thread fills has: up to ``size`` items ready, a lock
+    (a condition the keeper waits on), the counts, the keeper's stop, and the fork
+    safety.  A subclass writes ``_keep``, the keeper's loop, which ends once ``_closed``
+    is set by closing every item it holds, and starts ``_keeper`` when it is ready."""
+
+    def __init__(self, size: int, name: str) -> None:
+        self.size = size
+        self._lock = threading.Condition()
+        self._ready: list[_Item] = []
+        self._closed = False
+        self._failures = 0
+        self._started = 0
+        self._taken = 0
+        self._pid = os.getpid()
+        _pools.add(self)
+        self._keeper = threading.Thread(target=self._keep, name=name, daemon=True)
+
+    @property
+    def started(self) -> int:
+        """Items this pool has started so far (a gauge for tests and metrics)."""
+        with self._lock:
+            return self._started
+
+    @property
+    def taken(self) -> int:
+        """Items this pool has handed out so far."""
+        with self._lock:
+            return self._taken
+
+    def close(self) -> None:
+        """Stop refilling; the keeper closes every waiting item, and this returns once
+        they are gone.  Idempotent."""
+        with self._lock:
+            self._closed = True
+            self._lock.notify_all()
+        if self._pid == os.getpid() and self._keeper is not threading.current_thread():
+            self._keeper.join()
+
+    def _forked(self) -> None:
+        """Drop, without touching them, the items a forked child inherited."""
+        self._closed = True
+        self._ready = []
+        self._lock = threading.Condition()
+
+    def _keep(self) -> None:
+        raise NotImplementedError
+
+
+class WarmPool(KeptPool[tuple[tuple[object, ...], Launched]]):
     """Up to ``size`` warm sandboxes for the kind of plan last served.  Thread-safe.
+
+    Close it only once no taken sandbox runs (``Runner.close`` first ends the calls):
+    the keeper thread, which started every sandbox of the pool, exits then, and bwrap's
+    ``--die-with-parent`` follows the thread that started it.
 
     :raises SandboxError: this host cannot hold an interpreter at its code file (file
         leases disabled, or ``fs.lease-break-time`` too short), with the fix.
@@ -73,19 +129,10 @@ class WarmPool:
         reason = lease_support()
         if reason is not None:
             raise SandboxError(f"warm sandboxes are not possible on this host: {reason}")
-        self.size = size
+        super().__init__(size, "pysandbox-warm")
         self.max_age = lease_break_seconds() / 2
-        self._lock = threading.Condition()
-        self._ready: list[tuple[tuple[object, ...], Launched]] = []
         self._template = template_of(plan)
         self._key = self._template.start_key()
-        self._closed = False
-        self._failures = 0
-        self._started = 0
-        self._taken = 0
-        self._pid = os.getpid()
-        _pools.add(self)
-        self._keeper = threading.Thread(target=self._keep, name="pysandbox-warm", daemon=True)
         self._keeper.start()
 
     @property
@@ -93,18 +140,6 @@ class WarmPool:
         """Sandboxes of the kind last served whose interpreter waits for its code now."""
         with self._lock:
             return sum(key == self._key and launched.waiting() for key, launched in self._ready)
-
-    @property
-    def started(self) -> int:
-        """Sandboxes this pool has started so far (a gauge for tests and metrics)."""
-        with self._lock:
-            return self._started
-
-    @property
-    def taken(self) -> int:
-        """Sandboxes this pool has handed a call's code so far."""
-        with self._lock:
-            return self._taken
 
     def take(self, plan: Plan) -> Launched | None:
         """A waiting sandbox for ``plan``'s kind, already given ``plan.code``, or None
@@ -144,24 +179,6 @@ class WarmPool:
                 self._template, self._key = template, key
                 self._failures = 0
             self._lock.notify_all()
-
-    def close(self) -> None:
-        """Kill and reap every waiting sandbox and stop refilling; returns once they are
-        gone.  Idempotent.  Call it only once no taken sandbox runs (``Runner.close``
-        first ends the calls): the keeper thread, which started every sandbox of the
-        pool, exits here, and bwrap's ``--die-with-parent`` follows the thread that
-        started it."""
-        with self._lock:
-            self._closed = True
-            self._lock.notify_all()
-        if self._pid == os.getpid() and self._keeper is not threading.current_thread():
-            self._keeper.join()
-
-    def _forked(self) -> None:
-        """Drop, without touching them, the sandboxes a forked child inherited."""
-        self._closed = True
-        self._ready = []
-        self._lock = threading.Condition()
 
     def _keep(self) -> None:
         """The keeper thread: retire, then refill one at a time, until closed; then
