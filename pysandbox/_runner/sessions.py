@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Any
 
-from .._api.session import Session
+from .._api.session import DEFAULT_CPU_BUDGET, DEFAULT_IDLE_TIMEOUT, DEFAULT_LIFETIME, Session
 from .._model.errors import SandboxError
 from .._model.session_result import CellResult
 from .warm import KeptPool
@@ -42,9 +42,9 @@ __all__ = [
 #: ``Session``'s own defaults for the clocks a Runner does not set (a test keeps them
 #: equal): a Runner's warm sessions are made with them.
 SESSION_DEFAULTS: dict[str, float] = {
-    "lifetime": 3600.0,
-    "idle_timeout": 600.0,
-    "cpu_budget": 600.0,
+    "lifetime": DEFAULT_LIFETIME,
+    "idle_timeout": DEFAULT_IDLE_TIMEOUT,
+    "cpu_budget": DEFAULT_CPU_BUDGET,
 }
 #: The longest a warm session waits before it is retired and replaced, in seconds.
 WARM_MAX_AGE = 60.0
@@ -214,6 +214,8 @@ def open_session(
     session = None
     if warm is not None and not files and options == warm.options:
         session = warm.take()
+        if session is not None:
+            session.touch()  # its idle timeout counts from the hand-over
     if session is None:
         session = HeldSession(book, files=files, **options)
     book.admit(session)
