@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ._api.run import run, run_python
     from ._api.selftest import Check, SelftestReport, selftest
     from ._api.session import Session
-    from ._frontends.ipython import load_ipython_extension
+    from ._frontends.ipython import load_ipython_extension, unload_ipython_extension
     from ._model.cancel import Cancelled
     from ._model.errors import SandboxError
     from ._model.file import File
@@ -63,6 +63,7 @@ __all__ = [
     "run_python",
     "run_python_async",
     "selftest",
+    "unload_ipython_extension",
 ]
 
 #: Every public name but ``__version__``, imported from its module when first asked for
@@ -97,6 +98,7 @@ _LAZY = {
     "run_python": "._api.run",
     "run_python_async": "._api.aio",
     "selftest": "._api.selftest",
+    "unload_ipython_extension": "._frontends.ipython",
 }
 
 #: Pickles made by 0.1.0 name the flat modules its public classes were defined in

@@ -7,6 +7,9 @@ interpreter), writes the program's stdout and stderr to the kernel's ``sys.stdou
 a one-line verdict.  An interrupt of the kernel raises ``KeyboardInterrupt`` inside the
 call, which kills and reaps the sandbox and propagates: the kernel lives on.
 
+``%%sandbox --session NAME`` runs the cell in a live ``Session`` kept between cells
+instead, and ``%sandbox_close NAME`` ends one (``session_magic.py``).
+
 IPython is imported only when IPython calls in here, so ``import pysandbox`` does not
 need it (it is not a dependency).
 """
@@ -14,43 +17,35 @@ need it (it is not a dependency).
 from __future__ import annotations
 
 import argparse
-import codecs
+import atexit
 import keyword
 import os
 import shlex
 import stat
 import sys
-from collections.abc import Callable, MutableMapping, Sequence
-from typing import NoReturn, Protocol
+from collections.abc import Sequence
+from typing import NoReturn
 
 from .._api.run import run_python
 from .._model.display import verdict_html, verdict_text
-from .._model.escape import escape_controls
 from .._model.file import File
 from .._model.result import Result
+from .ipython_shell import MAGIC_NAME, LiveStream, Shell, usage
 from .options import add_limit_options, limits_from
+from .session_magic import (
+    CLOSE_MAGIC,
+    SessionBook,
+    add_session_options,
+    close_sessions,
+    refuse_session_options,
+    run_in_session,
+)
 
-__all__ = ["Shell", "load_ipython_extension"]
+__all__ = ["load_ipython_extension", "unload_ipython_extension"]
 
-MAGIC_NAME = "sandbox"
-
-
-class _DisplayPublisher(Protocol):
-    def publish(self, data: dict[str, str]) -> None:
-        """Show ``data`` (MIME type to content) in the cell's output."""
-
-
-class Shell(Protocol):
-    """What the extension uses of IPython's ``InteractiveShell`` (typed here: IPython
-    is not imported to type-check pysandbox)."""
-
-    user_ns: MutableMapping[str, object]
-    display_pub: _DisplayPublisher
-
-    def register_magic_function(
-        self, func: Callable[[str, str], None], magic_kind: str, magic_name: str
-    ) -> None:
-        """Make ``func`` the magic ``magic_name`` of kind ``magic_kind``."""
+#: Each shell's sessions (``%%sandbox --session``), by the shell's ``id``: loading the
+#: extension again keeps them, unloading it ends them.
+_BOOKS: dict[int, SessionBook] = {}
 
 
 class _HelpShown(Exception):
@@ -109,15 +104,10 @@ def _parser() -> _MagicParser:
     parser.add_argument(
         "--result",
         metavar="NAME",
-        help="store the Result in the notebook's variable NAME",
+        help="store the Result (a CellResult with --session) in the notebook's variable NAME",
     )
+    add_session_options(parser)
     return parser
-
-
-def _usage(message: str) -> NoReturn:
-    from IPython.core.error import UsageError
-
-    raise UsageError(f"%%{MAGIC_NAME}: {message}")
 
 
 def _read_files(specs: Sequence[str]) -> dict[str, File]:
@@ -130,15 +120,15 @@ def _read_files(specs: Sequence[str]) -> dict[str, File]:
         if not separator:
             name, path = os.path.basename(spec), spec
         if not name or not path:
-            _usage(f"--files: expected PATH or NAME=PATH, got {spec!r}")
+            usage(f"--files: expected PATH or NAME=PATH, got {spec!r}")
         if name in files:
-            _usage(f"--files: two files are named {name!r} in the sandbox")
+            usage(f"--files: two files are named {name!r} in the sandbox")
         try:
             with open(path, "rb") as file:
                 executable = bool(os.fstat(file.fileno()).st_mode & stat.S_IXUSR)
                 files[name] = File(file.read(), executable=executable)
         except OSError as exc:
-            _usage(f"--files: cannot read {path!r}: {exc.strerror or exc}")
+            usage(f"--files: cannot read {path!r}: {exc.strerror or exc}")
     return files
 
 
@@ -148,59 +138,35 @@ def _environment(pairs: Sequence[str]) -> dict[str, str]:
     for pair in pairs:
         name, separator, value = pair.partition("=")
         if not separator or not name:
-            _usage(f"--env: expected NAME=VALUE, got {pair!r}")
+            usage(f"--env: expected NAME=VALUE, got {pair!r}")
         env[name] = value
     return env
 
 
-class _LiveStream:
-    """Writes each chunk of the program's output to ``sys.<name>`` as it arrives,
-    decoded incrementally (a character split between chunks stays whole; invalid UTF-8
-    becomes U+FFFD).  The stream is looked up at each write: the kernel may swap it.
-    On a terminal (a terminal IPython) the control characters are escaped, as the
-    command line does, so the output cannot hide or fake the verdict after it."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        #: The program ran and wrote: an error now is not about the options.
-        self.called = False
-
-    def __call__(self, chunk: bytes) -> None:
-        self.called = True
-        self._write(self._decoder.decode(chunk))
-
-    def close(self) -> None:
-        """Write what the decoder still holds (an incomplete character at the end)."""
-        self._write(self._decoder.decode(b"", final=True))
-
-    def _write(self, text: str) -> None:
-        if text:
-            stream = getattr(sys, self._name)
-            if callable(getattr(stream, "isatty", None)) and stream.isatty():
-                text = escape_controls(text)
-            stream.write(text)
-            stream.flush()
-
-
-def _run_cell(shell: Shell, line: str, cell: str) -> None:
+def _run_cell(shell: Shell, book: SessionBook, line: str, cell: str) -> None:
     """Run ``cell`` in a sandbox with the options of ``line`` (see ``%%sandbox --help``):
     the output live, then the verdict; ``--result NAME`` stores the ``Result`` in the
-    user namespace.  Bad options raise IPython's ``UsageError``."""
+    user namespace.  With ``--session NAME``, run it in that session of ``book``
+    instead.  Bad options raise IPython's ``UsageError``."""
+
     try:
         options = _parser().parse_args(shlex.split(line))
     except _HelpShown:
         return
     except ValueError as exc:  # shlex: an unclosed quote
-        _usage(str(exc))
+        usage(str(exc))
     if options.result is not None and (
         not options.result.isidentifier() or keyword.iskeyword(options.result)
     ):
-        _usage(f"--result: not a Python variable name: {options.result!r}")
+        usage(f"--result: not a Python variable name: {options.result!r}")
     files = _read_files(options.files)
     env = _environment(options.env)
     readable = [os.path.abspath(path) for path in options.readable]
-    stdout, stderr = _LiveStream("stdout"), _LiveStream("stderr")
+    if options.session is not None:
+        run_in_session(shell, book, options, cell, files, env, readable)
+        return
+    refuse_session_options(options)
+    stdout, stderr = LiveStream("stdout"), LiveStream("stderr")
     limits = limits_from(options)
     try:
         result: Result = run_python(
@@ -215,7 +181,7 @@ def _run_cell(shell: Shell, line: str, cell: str) -> None:
     except ValueError as exc:
         if stdout.called or stderr.called:
             raise
-        _usage(str(exc))  # run_python refused an argument before starting anything
+        usage(str(exc))  # run_python refused an argument before starting anything
     finally:
         stdout.close()
         stderr.close()
@@ -230,12 +196,36 @@ def _run_cell(shell: Shell, line: str, cell: str) -> None:
 
 
 def load_ipython_extension(ipython: Shell) -> None:
-    """Register the ``%%sandbox`` cell magic: what ``%load_ext pysandbox`` calls."""
+    """Register the ``%%sandbox`` cell magic and the ``%sandbox_close`` line magic: what
+    ``%load_ext pysandbox`` calls.  The shell's sessions end when the extension is
+    unloaded or the interpreter exits."""
     if not callable(getattr(ipython, "register_magic_function", None)):
         raise TypeError(f"ipython must be an IPython shell, not {type(ipython).__name__}")
+    book = _BOOKS.get(id(ipython))
+    if book is None:
+        book = _BOOKS[id(ipython)] = SessionBook()
+        atexit.register(book.close_all)
 
     def sandbox(line: str, cell: str) -> None:
-        _run_cell(ipython, line, cell)
+        _run_cell(ipython, book, line, cell)
+
+    def sandbox_close(line: str) -> None:
+        """%sandbox_close [NAME ...]: end the sessions named (all without a name), their
+        sandboxes killed and reaped, and forget them."""
+        close_sessions(book, line)
 
     sandbox.__doc__ = _parser().format_help()
     ipython.register_magic_function(sandbox, magic_kind="cell", magic_name=MAGIC_NAME)
+    ipython.register_magic_function(sandbox_close, magic_kind="line", magic_name=CLOSE_MAGIC)
+
+
+def unload_ipython_extension(ipython: Shell) -> None:
+    """End the shell's sessions and remove the magics: what ``%unload_ext pysandbox``
+    calls."""
+    book = _BOOKS.pop(id(ipython), None)
+    if book is not None:
+        atexit.unregister(book.close_all)
+        book.close_all()
+    magics = ipython.magics_manager.magics
+    magics.get("cell", {}).pop(MAGIC_NAME, None)
+    magics.get("line", {}).pop(CLOSE_MAGIC, None)

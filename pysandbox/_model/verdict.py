@@ -8,7 +8,7 @@ stderr.  It names the limit that ended the run, so it takes the ``Limits`` too.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .limits import Limits
 from .status import Status
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .result import Result
 from .status import signal_name
 
-__all__ = ["LIMIT_STATUSES", "describe", "describe_parts", "size_text"]
+__all__ = ["LIMIT_STATUSES", "Ended", "describe", "describe_parts", "limit_hit", "size_text"]
 
 #: The statuses that mean a limit ended the run, not the program itself.
 LIMIT_STATUSES = frozenset(
@@ -41,8 +41,20 @@ def size_text(size: int) -> str:
     return f"{size} bytes"
 
 
-def _limit_hit(result: Result, limits: Limits) -> str:
-    """The limit that ended a run of a ``LIMIT_STATUSES`` status, as `` (limit 1 s)``."""
+class Ended(Protocol):
+    """What ``limit_hit`` reads of a ``Result`` or a ``CellResult``."""
+
+    @property
+    def status(self) -> Status: ...
+    @property
+    def stdout_truncated(self) -> bool: ...
+    @property
+    def stderr_truncated(self) -> bool: ...
+
+
+def limit_hit(result: Ended, limits: Limits) -> str:
+    """The limit that ended a run (or a session's call) of a ``LIMIT_STATUSES``
+    status, as `` (limit 1 s)``."""
     if result.status is Status.CPU_TIME_EXCEEDED:
         return f" (limit {limits.cpu_time:g} s)"
     if result.status is Status.WALL_TIME_EXCEEDED:
@@ -70,7 +82,7 @@ def describe_parts(result: Result, limits: Limits) -> list[str]:
     """The parts of ``describe``'s line, the status (and the limit hit) first."""
     parts = [result.status.value]
     if result.status in LIMIT_STATUSES:
-        parts[0] += _limit_hit(result, limits)
+        parts[0] += limit_hit(result, limits)
     if result.signal is not None:
         parts.append(f"killed by {signal_name(result.signal)}")
     else:
