@@ -184,12 +184,6 @@ def test_a_session_keeps_its_state_across_cells(
     assert survivors(marker) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the kernel's interrupt is SIGINT to its whole process group, the session's "
-    "outer bwrap included (only the processes inside it are in a session of their own), "
-    "and bwrap's death takes the session with it: the cell ends 'lost'",
-)
 def test_an_interrupt_of_a_session_cell_keeps_the_state(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
