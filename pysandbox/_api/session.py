@@ -14,7 +14,6 @@ the protocol or goes silent loses the session, never the caller.
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import time
@@ -28,10 +27,11 @@ from .._model.errors import SandboxError
 from .._model.file import File
 from .._model.filestream import check_fits_tmpfs, encode_files
 from .._model.limits import MIN_OPEN_FILES, Limits
-from .._model.record import replace
 from .._model.session_result import LOST, CellResult
 from .._model.status import Status
-from .run import check_env
+from .call import OnOutput
+from .run import check_env, check_output_callback
+from .session_args import call_order, positive_seconds
 from .session_channel import (
     CONTROL_MAX,
     FATAL,
@@ -43,7 +43,7 @@ from .session_channel import (
 )
 from .session_idle import IdleWatch
 from .session_plan import CHANNELS, session_plan
-from .session_reply import VALUE_CAP, Reply, fatal_reason
+from .session_reply import VALUE_CAP, CallbackRaised, Reply, fatal_reason
 
 __all__ = [
     "DEFAULT_CPU_BUDGET",
@@ -66,32 +66,6 @@ DEFAULT_CPU_BUDGET = 600.0
 START_TIMEOUT = 30.0
 #: Seconds between two looks at a call's cancel event.
 _CANCEL_TICK = 0.05
-
-
-def _positive_seconds(value: object, name: str) -> float:
-    """``value`` as finite seconds > 0, or a ``TypeError``/``ValueError`` naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number of seconds > 0, not {value!r}")
-    return float(value)
-
-
-def _call_files(files: object) -> list[tuple[str, int, bytes]]:
-    """``files`` as ``(name, mode, content)``, checked as ``run``'s ``files`` are."""
-    if files is None:
-        return []
-    if not isinstance(files, Mapping):
-        raise TypeError(f"files must be a mapping of str to bytes, not {type(files).__name__}")
-    encode_files(files)
-    return [
-        (
-            name,
-            0o755 if isinstance(value, File) and value.executable else 0o644,
-            bytes(value.content if isinstance(value, File) else value),
-        )
-        for name, value in files.items()
-    ]
 
 
 class Session:
@@ -137,9 +111,9 @@ class Session:
                 "session (its two pipes to the host)"
             )
         self.limits = limits
-        self.lifetime = _positive_seconds(lifetime, "lifetime")
-        self.idle_timeout = _positive_seconds(idle_timeout, "idle_timeout")
-        self.cpu_budget = _positive_seconds(cpu_budget, "cpu_budget")
+        self.lifetime = positive_seconds(lifetime, "lifetime")
+        self.idle_timeout = positive_seconds(idle_timeout, "idle_timeout")
+        self.cpu_budget = positive_seconds(cpu_budget, "cpu_budget")
         files_stream = encode_files(files) if files else None
         check_fits_tmpfs(files or {}, limits.disk, limits.disk_inodes())
         paths = check_readable(readable)
@@ -249,6 +223,8 @@ class Session:
         truncate_output: bool | None = None,
         files: Mapping[str, bytes | File] | None = None,
         cancel: CancelEvent | None = None,
+        on_stdout: OnOutput = None,
+        on_stderr: OnOutput = None,
     ) -> CellResult:
         """Run ``code`` in the session as a notebook cell runs, and say what it did.
 
@@ -263,13 +239,19 @@ class Session:
         :param cancel: an object whose ``is_set()`` is asked every 50 ms; once true,
             the call is interrupted and rolled back, then ``Cancelled`` is raised
             (``threading.Event`` fits).
+        :param on_stdout: shown each chunk of the call's stdout as it comes (bytes, in
+            order, joining to ``CellResult.stdout``), in this thread; if it raises, the
+            call is interrupted and rolled back, then the exception propagates.
+        :param on_stderr: the same for stderr.
         :raises KeyboardInterrupt: Ctrl-C while the call ran; the call was rolled back
             first and the session goes on.
         """
-        limits, inputs = self._checked(
-            code, wall_time, cpu_time, stdout, stderr, truncate_output, files
+        limits, inputs = call_order(
+            self.limits, code, wall_time, cpu_time, stdout, stderr, truncate_output, files
         )
-        return self._locked_call(code, limits, inputs, cancel)
+        check_output_callback(on_stdout, "on_stdout")
+        check_output_callback(on_stderr, "on_stderr")
+        return self._locked_call(code, limits, inputs, cancel, (on_stdout, on_stderr))
 
     async def run_async(
         self,
@@ -281,10 +263,13 @@ class Session:
         stderr: int | None = None,
         truncate_output: bool | None = None,
         files: Mapping[str, bytes | File] | None = None,
+        on_stdout: OnOutput = None,
+        on_stderr: OnOutput = None,
     ) -> CellResult:
         """``run`` for asyncio, in a thread of its own.  Cancelling the awaiting task
         interrupts the call: it is rolled back, and the cancellation propagates once it
-        has; the session goes on."""
+        has; the session goes on.  The output callbacks run on the event loop (and may
+        be coroutine functions), as ``run_async``'s."""
         options = {
             "wall_time": wall_time,
             "cpu_time": cpu_time,
@@ -293,11 +278,22 @@ class Session:
             "truncate_output": truncate_output,
             "files": files,
         }
-        self._checked(code, wall_time, cpu_time, stdout, stderr, truncate_output, files)
-        from .aio import in_thread  # asyncio: only for callers that await
+        call_order(self.limits, code, wall_time, cpu_time, stdout, stderr, truncate_output, files)
+        check_output_callback(on_stdout, "on_stdout")
+        check_output_callback(on_stderr, "on_stderr")
+        import asyncio  # only for callers that await
 
+        from .aio import in_thread, on_loop
+
+        loop = asyncio.get_running_loop()
         return await in_thread(
-            lambda cancel: self.run(code, cancel=cancel, **options)  # type: ignore[arg-type]
+            lambda cancel: self.run(
+                code,
+                cancel=cancel,
+                on_stdout=on_loop(on_stdout, "on_stdout", loop, cancel),
+                on_stderr=on_loop(on_stderr, "on_stderr", loop, cancel),
+                **options,  # type: ignore[arg-type]
+            )
         )
 
     def touch(self) -> None:
@@ -306,39 +302,13 @@ class Session:
         if self._idle is not None:
             self._idle.end()
 
-    def _checked(
-        self,
-        code: object,
-        wall_time: float | None,
-        cpu_time: float | None,
-        stdout: int | None,
-        stderr: int | None,
-        truncate_output: bool | None,
-        files: object,
-    ) -> tuple[Limits, list[tuple[str, int, bytes]]]:
-        """A call's limits and input files, or a ``TypeError``/``ValueError`` naming the
-        argument."""
-        if not isinstance(code, str):
-            raise TypeError(f"code must be str, not {type(code).__name__}")
-        if "\0" in code:
-            raise ValueError("code must not contain NUL characters")
-        changes = {
-            "wall_time": wall_time,
-            "cpu_time": cpu_time,
-            "stdout": stdout,
-            "stderr": stderr,
-            "truncate_output": truncate_output,
-        }
-        given = {name: value for name, value in changes.items() if value is not None}
-        limits = replace(self.limits, **given) if given else self.limits
-        return limits, _call_files(files)
-
     def _locked_call(
         self,
         code: str,
         limits: Limits,
         inputs: list[tuple[str, int, bytes]],
         cancel: CancelEvent | None,
+        shown: tuple[OnOutput, OnOutput],
     ) -> CellResult:
         """One call at a time, on a live session, counted as not idle."""
         with self._lock:
@@ -347,7 +317,7 @@ class Session:
             assert self._idle is not None
             self._idle.begin()
             try:
-                return self._call(code, limits, inputs, cancel)
+                return self._call(code, limits, inputs, cancel, shown)
             finally:
                 self._idle.end()
 
@@ -357,6 +327,7 @@ class Session:
         limits: Limits,
         inputs: list[tuple[str, int, bytes]],
         cancel: CancelEvent | None,
+        shown: tuple[OnOutput, OnOutput],
     ) -> CellResult:
         order = {
             "code": code,
@@ -370,7 +341,7 @@ class Session:
             "value_max": VALUE_CAP,
         }
         started = time.monotonic()
-        reply = Reply(limits)
+        reply = Reply(limits, *shown)
         try:
             self._channel.send(call_request(order, inputs))
             stopped_by = self._collect(reply, started + limits.wall_time + GRACE, cancel)
@@ -413,7 +384,12 @@ class Session:
                 self._channel.interrupt()
                 deadline = min(deadline, time.monotonic() + GRACE)
                 continue
-            reply.take(kind, payload)
+            try:
+                reply.take(kind, payload)
+            except CallbackRaised as raised:
+                stopped_by = stopped_by or raised.error
+                self._channel.interrupt()
+                deadline = min(deadline, time.monotonic() + GRACE)
         return stopped_by
 
     def _lose(self, why: str, reply: Reply, started: float) -> CellResult:

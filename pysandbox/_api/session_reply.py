@@ -6,6 +6,7 @@ right type and size; anything else is a ``ProtocolError``, which loses the sessi
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from .._model.limits import Limits
 from .._model.session_result import COMMITTED, LOST, ROLLED_BACK, CellError, CellResult
@@ -23,7 +24,17 @@ from .session_channel import (
     finite,
 )
 
-__all__ = ["VALUE_CAP", "Reply", "fatal_reason"]
+__all__ = ["VALUE_CAP", "CallbackRaised", "Reply", "fatal_reason"]
+
+
+class CallbackRaised(Exception):
+    """An output callback of the caller raised ``error``: the call is interrupted and
+    rolled back, then ``error`` is raised as it was."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(repr(error))
+        self.error = error
+
 
 #: Characters of a value's ``repr``, of an exception's message and of its traceback kept.
 VALUE_CAP = 64 * 1024
@@ -51,8 +62,15 @@ _REASONS = {
 class Reply:
     """What the keeper has said about one call so far, checked as it arrives."""
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(
+        self,
+        limits: Limits,
+        on_stdout: Callable[[bytes], object] | None = None,
+        on_stderr: Callable[[bytes], object] | None = None,
+    ) -> None:
         self.limits = limits
+        #: Shown each chunk of output as it comes, until one of them raises.
+        self.shown = {STDOUT: on_stdout, STDERR: on_stderr}
         self.stdout = bytearray()
         self.stderr = bytearray()
         self.files: dict[str, bytes] = {}
@@ -82,6 +100,13 @@ class Reply:
             if len(stream) + len(payload) > cap:
                 raise ProtocolError("the keeper sent more output than the call's cap")
             stream += payload
+            show = self.shown[kind]
+            if show is not None and payload:
+                try:
+                    show(payload)
+                except BaseException as error:  # the caller's: handed back whole
+                    self.shown = {STDOUT: None, STDERR: None}
+                    raise CallbackRaised(error) from None
         elif kind == FILE:
             self._take_file(payload)
         elif kind == FATAL:

@@ -352,3 +352,40 @@ def test_ctrl_c_to_the_callers_whole_process_group_rolls_back_too() -> None:
     os.killpg(caller.pid, signal.SIGINT)
     out, err = caller.communicate(timeout=PROMPTLY * 4)
     assert out.decode().split() == ["interrupted", "'yes'"], err.decode()
+
+
+def test_output_is_shown_as_it_comes(marked: tuple[Session, str]) -> None:
+    """``on_stdout`` sees the first line while the call still runs: on it, the callback
+    interrupts the call, which would otherwise loop until its wall time."""
+    session, _ = marked
+    seen: list[bytes] = []
+
+    def show(chunk: bytes) -> None:
+        seen.append(chunk)
+        session.interrupt()
+
+    result = session.run(
+        "print('first')\nwhile True:\n    pass", on_stdout=show, wall_time=60, cpu_time=60
+    )
+    assert result.rolled_back and result.reason == "the call was interrupted", result
+    assert b"".join(seen) == result.stdout == b"first\n"
+    assert result.wall_time < 30
+
+
+def test_a_raising_callback_rolls_the_call_back_and_propagates(
+    marked: tuple[Session, str],
+) -> None:
+    session, _ = marked
+    session.run("kept = 'yes'")
+
+    def refuse(chunk: bytes) -> None:
+        raise LookupError("seen enough")
+
+    with pytest.raises(LookupError, match="seen enough"):
+        session.run(
+            "kept = 'no'\nprint('hello', flush=True)\nwhile True:\n    pass",
+            on_stdout=refuse,
+            wall_time=slow(30),
+            cpu_time=60,
+        )
+    assert session.run("kept").value == "'yes'"
