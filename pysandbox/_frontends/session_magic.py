@@ -261,12 +261,8 @@ def _start(
 
 
 def _show(shell: Shell, result: CellResult, limits: Limits, name: str) -> None:
-    """The cell's stdout and stderr, its value as ``Out[]`` shows one, the traceback of
-    what it raised (on stderr), then the verdict."""
-    for stream_name, data in (("stdout", result.stdout), ("stderr", result.stderr)):
-        stream = LiveStream(stream_name)
-        stream(data)
-        stream.close()
+    """After the cell's output (shown as it came): its value as ``Out[]`` shows one, the
+    traceback of what it raised (on stderr), then the verdict."""
     if result.value is not None:
         shell.display_pub.publish(data=value_data(result.value))
     if result.error is not None:
@@ -289,9 +285,10 @@ def run_in_session(
     env: dict[str, str],
     readable: list[str],
 ) -> None:
-    """Run ``cell`` in the session ``options.session`` (started if need be), show what it
-    did, and store its ``CellResult`` under ``--result``.  An interrupt rolls the cell
-    back, says so, and propagates: the session goes on."""
+    """Run ``cell`` in the session ``options.session`` (started if need be), its output
+    shown as it comes, show what it did, and store its ``CellResult`` under
+    ``--result``.  An interrupt rolls the cell back, says so, and propagates: the
+    session goes on."""
     name = options.session
     if not _NAME.fullmatch(name):
         usage(f"--session: a name of 1 to 64 letters, digits, '_', '.' or '-', got {name!r}")
@@ -310,11 +307,17 @@ def run_in_session(
         limits = replace(session.limits, **per_call)  # for the verdict; checks them too
     except (TypeError, ValueError) as exc:
         usage(str(exc))
+    shown_out, shown_err = LiveStream("stdout"), LiveStream("stderr")
     try:
-        result = session.run(cell, files=files or None, **per_call)
+        result = session.run(
+            cell, files=files or None, on_stdout=shown_out, on_stderr=shown_err, **per_call
+        )
     except KeyboardInterrupt:
         sys.stderr.write(f"pysandbox: interrupted; the cell was rolled back, {name!r} goes on\n")
         raise
+    finally:
+        shown_out.close()
+        shown_err.close()
     if options.result is not None:
         shell.user_ns[options.result] = result
     if result.lost:
