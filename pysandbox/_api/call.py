@@ -10,20 +10,25 @@ of internal calls.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Optional, Union
 
 from .._model.cancel import CancelEvent
 from .._model.file import File
 from .._model.limits import Limits
 from .._model.record import record
 
-__all__ = ["Call", "OnOutput", "Stdin"]
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional, Union
 
-#: What ``stdin`` may be: data, a callback for interactive programs, or None (closed).
-Stdin = Union[bytes, str, Callable[[bytes], Union[bytes, str, None]], None]
+    #: What ``stdin`` may be: data, a callback for interactive programs, or None (closed).
+    Stdin = Union[bytes, str, Callable[[bytes], Union[bytes, str, None]], None]
 
-#: An ``on_stdout``/``on_stderr`` callback: shown each chunk of output; its result is ignored.
-OnOutput = Optional[Callable[[bytes], object]]
+    #: An ``on_stdout``/``on_stderr`` callback: shown each chunk of output; its result is
+    #: ignored.
+    OnOutput = Optional[Callable[[bytes], object]]
+
+__all__ = ["Call"]
 
 
 @record

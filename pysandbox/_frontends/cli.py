@@ -22,8 +22,7 @@ import signal
 import sys
 import threading
 import types
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Callable, NoReturn, cast
+from collections.abc import Callable, Iterator, Sequence
 
 from .._model.errors import SandboxError
 from .._version import __version__
@@ -42,8 +41,11 @@ from .terminal import (
     say,
 )
 
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from typing import NoReturn
 
     from .options import Usage
 
@@ -241,8 +243,11 @@ def _parse(argv: list[str]) -> tuple[Usage, argparse.Namespace]:
     plain = parse_plain(argv)
     if plain is not None:
         command = str(plain["command"])
-        quick = types.SimpleNamespace(**plain, handler=_PLAIN_HANDLERS[command])
-        return _ParserOnDemand(command), cast("argparse.Namespace", quick)
+        # A namespace as argparse's would be, without argparse (nor typing's cast).
+        quick: argparse.Namespace = types.SimpleNamespace(  # type: ignore[assignment]
+            **plain, handler=_PLAIN_HANDLERS[command]
+        )
+        return _ParserOnDemand(command), quick
     parser = build_parser(argv[0])
     options = parser.parse_args(argv)
     if options.command is None:

@@ -8,8 +8,7 @@ import codecs
 import os
 import stat
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Callable, TextIO
+from collections.abc import Callable, Sequence
 
 from .._model.escape import escape_controls
 from .._model.file import File
@@ -28,8 +27,11 @@ from .terminal import (
     say,
 )
 
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from typing import TextIO
 
     from .._model.result import Result
     from .options import Usage

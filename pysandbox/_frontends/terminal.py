@@ -7,7 +7,11 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from typing import TextIO
+
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TextIO
 
 __all__ = [
     "EXIT_INTERRUPTED",

@@ -30,7 +30,6 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
 
 from .. import _sandbox
 from .._host import mountinfo, programs
@@ -46,8 +45,15 @@ from .plan import INIT_REPORT_CAP, LIFELINE_FD, REPORT_CAP, Facts, Plan
 from .readable import landlock_abi, open_readable
 from .rlimits import within_own_limits
 
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import TypeVar
+
     from .codefile import CodeFile
+
+    _Reply = TypeVar("_Reply")
+    _Core = TypeVar("_Core")
 
 __all__ = ["Launched", "command_line", "launch", "start"]
 
@@ -153,9 +159,6 @@ class _HookRaised(Exception):
     def __init__(self, error: BaseException) -> None:
         super().__init__(repr(error))
         self.error = error
-
-
-_Reply = TypeVar("_Reply")
 
 
 def _guarded(hook: Callable[[bytes], _Reply] | None) -> Callable[[bytes], _Reply] | None:
@@ -274,9 +277,6 @@ def _facts(raw: _sandbox.RawResult, setup: _Setup, cpu_baseline: float) -> Facts
     if "exit-code" not in bwrap_report(raw["captures"][0]) and not facts.killed:
         raise setup_failure(raw)
     return facts
-
-
-_Core = TypeVar("_Core")
 
 
 def _run_core(call: Callable[[], _Core]) -> _Core:

@@ -8,7 +8,6 @@ import base64
 import binascii
 import math
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, TypeVar
 
 from .display import (
     Pretty,
@@ -24,8 +23,14 @@ from .record import record
 from .status import Status, ending
 from .untrusted import check_int, shown
 
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import TypeVar
+
     from .schema import Encoding, FileDict, ResultDict
+
+    _T = TypeVar("_T")
 
 __all__ = [
     "FrozenFiles",
@@ -40,8 +45,6 @@ __all__ = [
 
 #: How many trailing lines of stdout and of stderr ``Result.check`` quotes.
 CHECK_TAIL_LINES = 10
-
-_T = TypeVar("_T")
 
 
 @record(frozen=False)

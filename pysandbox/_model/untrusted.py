@@ -19,7 +19,11 @@ import math
 import re
 import reprlib
 from collections.abc import Iterator
-from typing import Any, BinaryIO
+
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO
 
 __all__ = [
     "MAX_DEPTH",

@@ -8,14 +8,13 @@ stderr.  It names the limit that ended the run, so it takes the ``Limits`` too.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .limits import Limits
-from .status import Status
+from .status import Status, signal_name
 
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .result import Result
-from .status import signal_name
 
 __all__ = ["LIMIT_STATUSES", "describe", "describe_parts", "size_text"]
 

@@ -60,7 +60,6 @@ ALLOWED_FOR_RUN = frozenset(
         "_operator",
         "_sre",
         "_struct",
-        "_typing",
         "_weakrefset",
         "base64",
         "binascii",
@@ -160,9 +159,6 @@ ALLOWED_FOR_RUN = frozenset(
         "sysconfig",
         "threading",
         "types",
-        "typing",
-        "typing.io",
-        "typing.re",
         "warnings",
         "weakref",
     ]
