@@ -18,7 +18,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import signal
 import sys
 import threading
 import types
@@ -45,11 +44,14 @@ from .terminal import (
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    import signal as _signal
     from typing import NoReturn
 
     from .options import Usage
 
     _Commands = argparse._SubParsersAction[argparse.ArgumentParser]
+else:
+    import _signal  # what signal wraps, without the enums it builds at import
 
 __all__ = [
     "build_parser",
@@ -276,15 +278,15 @@ def _sigterm_unwinds() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous == signal.SIG_IGN:
+    previous = _signal.getsignal(_signal.SIGTERM)
+    if previous == _signal.SIG_IGN:
         yield
         return
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    _signal.signal(_signal.SIGTERM, _raise_terminated)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        _signal.signal(_signal.SIGTERM, previous)
 
 
 def _dispatch(argv: list[str]) -> int:

@@ -151,7 +151,6 @@ ALLOWED_FOR_RUN = frozenset(
         "re._parser",
         "reprlib",
         "resource",
-        "signal",
         "sre_compile",
         "sre_constants",
         "sre_parse",
