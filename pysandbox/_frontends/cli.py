@@ -345,11 +345,14 @@ def console_main() -> NoReturn:
     The exit skips the interpreter's teardown of every loaded module, several
     milliseconds that a grader shelling out once per test would pay on every
     ``pysandbox run``: the ``atexit`` handlers run and the standard streams are flushed
-    first, as at a normal exit, then the process ends with ``main()``'s status.  While
-    another thread still runs, or when a flush fails, the exit is the interpreter's own
-    (which joins the threads, and reports the failed flush with status 120)."""
+    first, as at a normal exit, then the process ends with ``main()``'s status.  Daemon
+    threads are left as the interpreter's exit leaves them (the cgroup reaper's is one:
+    its ``atexit`` handler finishes its jobs).  While another thread still runs, or when
+    a flush fails, the exit is the interpreter's own (which joins the threads, and
+    reports the failed flush with status 120)."""
     status = main()
-    if threading.active_count() > 1:
+    main_thread = threading.main_thread()
+    if any(not thread.daemon for thread in threading.enumerate() if thread is not main_thread):
         sys.exit(status)
     atexit._run_exitfuncs()
     try:
