@@ -38,7 +38,7 @@ from .._model.errors import SandboxError
 from .._model.record import record
 from . import bwrap
 from .confine import Confinement, confine
-from .failures import bwrap_report, init_failure, parse_init_report, setup_failure, spawn_failure
+from .failures import bwrap_exited, init_failure, parse_init_report, setup_failure, spawn_failure
 from .lifeline import init_options as lifeline_options
 from .lifeline import lifeline
 from .plan import INIT_REPORT_CAP, LIFELINE_FD, REPORT_CAP, Facts, Plan
@@ -274,7 +274,7 @@ def _facts(raw: _sandbox.RawResult, setup: _Setup, cpu_baseline: float) -> Facts
         usage=usage,
         cpu_baseline=cpu_baseline,
     )
-    if "exit-code" not in bwrap_report(raw["captures"][0]) and not facts.killed:
+    if not bwrap_exited(raw["captures"][0]) and not facts.killed:
         raise setup_failure(raw)
     return facts
 

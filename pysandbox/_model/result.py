@@ -4,8 +4,6 @@ and ``SandboxFailure``."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import math
 from collections.abc import Iterable, Iterator, Mapping
 
@@ -105,6 +103,8 @@ def encode_text(data: bytes) -> tuple[str, Encoding]:
     try:
         return data.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
+        import base64  # loads re, which a run does without
+
         return base64.b64encode(data).decode("ascii"), "base64"
 
 
@@ -115,6 +115,9 @@ def decode_text(text: object, encoding: object, what: str, encoding_what: str) -
     if encoding == "utf-8":
         return text.encode("utf-8")
     if encoding == "base64":
+        import base64  # loads re, which a run does without
+        import binascii
+
         try:
             return base64.b64decode(text.encode("ascii"), validate=True)
         except (binascii.Error, UnicodeEncodeError) as exc:
