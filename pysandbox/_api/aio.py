@@ -16,12 +16,7 @@ from .._model.cancel import CancelEvent, Cancelled
 from .._model.file import File
 from .._model.limits import Limits
 from .._model.result import Result
-from .run import check_output_callback, run, run_python
-
-#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from .call import OnOutput, Stdin
+from .run import OnOutput, Stdin, check_output_callback, run, run_python
 
 __all__ = ["in_thread", "on_loop", "run_async", "run_python_async"]
 

@@ -9,6 +9,7 @@ of internal calls.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 
 from .._model.cancel import CancelEvent
@@ -27,8 +28,16 @@ if TYPE_CHECKING:
     #: An ``on_stdout``/``on_stderr`` callback: shown each chunk of output; its result is
     #: ignored.
     OnOutput = Optional[Callable[[bytes], object]]
+elif sys.version_info >= (3, 10):
+    # The same at run time, for typing.get_type_hints, without importing typing.
+    Stdin = bytes | str | Callable[[bytes], bytes | str | None] | None
+    OnOutput = Callable[[bytes], object] | None
+else:
+    # Python 3.9 evaluates no ``X | Y``: there they stay text, as the annotations do.
+    Stdin = "bytes | str | Callable[[bytes], bytes | str | None] | None"
+    OnOutput = "Callable[[bytes], object] | None"
 
-__all__ = ["Call"]
+__all__ = ["Call", "OnOutput", "Stdin"]
 
 
 @record

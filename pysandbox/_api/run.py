@@ -19,15 +19,12 @@ from .._model.file import File
 from .._model.filestream import check_fits_tmpfs, decode_files, encode_files, stream_cap
 from .._model.limits import Limits
 from .._model.result import Result
-from .call import Call
-
-#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from .call import OnOutput, Stdin
+from .call import Call, OnOutput, Stdin
 
 __all__ = [
     "Call",
+    "OnOutput",
+    "Stdin",
     "as_bytes",
     "build_plan",
     "check_argv",

@@ -7,6 +7,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Mapping
 
+from .display import (
+    Pretty,
+    pretty,
+    process_output_html,
+    process_output_text,
+    result_html,
+    result_text,
+)
 from .escape import escape_report
 from .file import File
 from .record import record
@@ -18,7 +26,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import TypeVar
 
-    from .display import Pretty
     from .schema import Encoding, FileDict, ResultDict
 
     _T = TypeVar("_T")
@@ -55,14 +62,10 @@ class ProcessOutput:
 
     def _repr_pretty_(self, printer: Pretty, cycle: bool) -> None:
         """IPython's text form: the verdict, then stdout and stderr (``display``)."""
-        from .display import pretty, process_output_text  # for people, not for a run
-
         pretty(printer, process_output_text(self), cycle, "ProcessOutput")
 
     def _repr_html_(self) -> str:
         """Jupyter's HTML form: the verdict, then stdout and stderr (``display``)."""
-        from .display import process_output_html
-
         return process_output_html(self)
 
 
@@ -354,14 +357,10 @@ class Result:
 
     def _repr_pretty_(self, printer: Pretty, cycle: bool) -> None:
         """IPython's text form: verdict, numbers, files, folded output (``display``)."""
-        from .display import pretty, result_text  # for people, not for a run
-
         pretty(printer, result_text(self), cycle, "Result")
 
     def _repr_html_(self) -> str:
         """Jupyter's HTML form: verdict, numbers, files, escaped output (``display``)."""
-        from .display import result_html
-
         return result_html(self)
 
 

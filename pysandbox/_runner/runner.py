@@ -26,6 +26,8 @@ from .._api.aio import in_thread, on_loop
 from .._api.call import Call
 from .._api.eval import eval_plan, read_output
 from .._api.run import (
+    OnOutput,
+    Stdin,
     build_plan,
     check_argv,
     check_env,
@@ -46,11 +48,6 @@ from .outcome import Outcome
 from .progress import Tally, check_progress, open_bar
 from .slots import Slots
 from .warm import WarmPool
-
-#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from .._api.call import OnOutput, Stdin
 
 __all__ = ["Runner"]
 

@@ -113,6 +113,7 @@ ALLOWED_FOR_RUN = frozenset(
         "pysandbox._model",
         "pysandbox._model.cancel",
         "pysandbox._model.classify",
+        "pysandbox._model.display",
         "pysandbox._model.errors",
         "pysandbox._model.escape",
         "pysandbox._model.file",
