@@ -29,9 +29,6 @@ atexit.register(lambda: print("\\n".join(sorted(set(sys.modules) - _before))))
 ALLOWED_FOR_IMPORT = frozenset(
     [
         "__future__",
-        "importlib",
-        "importlib._bootstrap",
-        "importlib._bootstrap_external",
         "pysandbox",
         "pysandbox._errors",
         "pysandbox._file",
@@ -41,8 +38,6 @@ ALLOWED_FOR_IMPORT = frozenset(
         "pysandbox._selftest",
         "pysandbox._types",
         "pysandbox._version",
-        "types",
-        "warnings",
     ]
 )
 
@@ -64,9 +59,6 @@ ALLOWED_FOR_RUN = frozenset(
         "errno",
         "functools",
         "heapq",
-        "importlib",
-        "importlib._bootstrap",
-        "importlib._bootstrap_external",
         "itertools",
         "keyword",
         "math",
@@ -136,6 +128,7 @@ ALLOWED_FOR_RUN = frozenset(
         "sysconfig",
         "threading",
         "types",
+        # sysconfig imports it on 3.13.
         "warnings",
     ]
 )
