@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import importlib
 import sys
 
 from ._version import __version__
@@ -16,6 +15,8 @@ from ._version import __version__
 #: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import types
+
     from ._api.aio import run_async, run_python_async
     from ._api.eval import eval_in_sandbox
     from ._api.run import run, run_python
@@ -110,6 +111,14 @@ for _old in ("_errors", "_file", "_job", "_limits", "_outcome", "_selftest"):
 del _old
 
 
+def _module(relative: str) -> types.ModuleType:
+    """``importlib.import_module(relative, "pysandbox")``, without importing ``importlib``
+    (and ``warnings``) into every ``import pysandbox``."""
+    name = __name__ + relative
+    __import__(name)
+    return sys.modules[name]
+
+
 def __getattr__(name: str) -> object:
     """A public name, imported when first asked for (PEP 562).
 
@@ -123,7 +132,7 @@ def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
+    value = getattr(_module(module), name)
     if isinstance(value, type) and sys.version_info >= (3, 10):
         from typing import get_type_hints
 
@@ -144,7 +153,7 @@ class _OldTypes(type(sys)):  # type: ignore[misc]
     def __getattr__(self, name: str) -> object:
         if name in _LAZY:
             return __getattr__(name)
-        return getattr(importlib.import_module("._model.result", __name__), name)
+        return getattr(_module("._model.result"), name)
 
 
 sys.modules.setdefault(f"{__name__}._types", _OldTypes(f"{__name__}._types"))

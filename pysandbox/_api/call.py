@@ -9,21 +9,35 @@ of internal calls.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Optional, Union
 
 from .._model.cancel import CancelEvent
 from .._model.file import File
 from .._model.limits import Limits
 from .._model.record import record
 
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional, Union
+
+    #: What ``stdin`` may be: data, a callback for interactive programs, or None (closed).
+    Stdin = Union[bytes, str, Callable[[bytes], Union[bytes, str, None]], None]
+
+    #: An ``on_stdout``/``on_stderr`` callback: shown each chunk of output; its result is
+    #: ignored.
+    OnOutput = Optional[Callable[[bytes], object]]
+elif sys.version_info >= (3, 10):
+    # The same at run time, for typing.get_type_hints, without importing typing.
+    Stdin = bytes | str | Callable[[bytes], bytes | str | None] | None
+    OnOutput = Callable[[bytes], object] | None
+else:
+    # Python 3.9 evaluates no ``X | Y``: there they stay text, as the annotations do.
+    Stdin = "bytes | str | Callable[[bytes], bytes | str | None] | None"
+    OnOutput = "Callable[[bytes], object] | None"
+
 __all__ = ["Call", "OnOutput", "Stdin"]
-
-#: What ``stdin`` may be: data, a callback for interactive programs, or None (closed).
-Stdin = Union[bytes, str, Callable[[bytes], Union[bytes, str, None]], None]
-
-#: An ``on_stdout``/``on_stderr`` callback: shown each chunk of output; its result is ignored.
-OnOutput = Optional[Callable[[bytes], object]]
 
 
 @record

@@ -8,7 +8,6 @@ import atexit
 import contextlib
 import errno
 import os
-import signal
 import threading
 import time
 from collections.abc import Iterable
@@ -24,6 +23,13 @@ from .files import (
     write_control,
 )
 from .mounts import CPUACCT, Hierarchy, open_base
+
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import signal as _signal
+else:
+    import _signal  # what signal wraps, without the enums it builds at import
 
 __all__ = [
     "KILL_SECONDS",
@@ -392,7 +398,7 @@ def _kill_round(nodes: list[Node], pids: set[int]) -> None:
     for.  Without pidfds (Linux < 5.3, Python without ``os.pidfd_open``), plain kill.
     """
     pidfd_open = getattr(os, "pidfd_open", None)
-    send = getattr(signal, "pidfd_send_signal", None)
+    send = getattr(_signal, "pidfd_send_signal", None)
     pidfds: dict[int, int] = {}
     plain: set[int] = set()
     for pid in pids:
@@ -410,13 +416,13 @@ def _kill_round(nodes: list[Node], pids: set[int]) -> None:
         for pid, pidfd in pidfds.items():
             if pid in inside and send is not None:
                 with contextlib.suppress(OSError):
-                    send(pidfd, signal.SIGKILL)
+                    send(pidfd, _signal.SIGKILL)
     finally:
         for pidfd in pidfds.values():
             os.close(pidfd)
     for pid in plain:
         with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, _signal.SIGKILL)
 
 
 def counts_cpu(node: Node) -> bool:

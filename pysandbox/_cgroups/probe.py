@@ -19,7 +19,9 @@ from .node import (
 
 __all__ = [
     "CgroupSupport",
+    "made_both",
     "probe",
+    "probed",
 ]
 
 
@@ -71,6 +73,29 @@ def probe() -> CgroupSupport:
         if _probed is None:
             _probed = _probe()
         return _probed
+
+
+def probed() -> CgroupSupport | None:
+    """``probe()``'s answer when this process has one; None before (nothing is tried)."""
+    return _probed
+
+
+def made_both() -> CgroupSupport:
+    """What a group just made here with both a pids and a memory limit shows: both
+    controllers work, as both trial groups of ``probe()`` would have found.  Kept as
+    ``probe()``'s answer unless one was found first."""
+    global _probed
+    found = discover()
+    support = CgroupSupport(
+        pids=True,
+        memory=True,
+        version=max(found[c].version for c in LIMITED if c in found),
+        reason="",
+    )
+    with _probe_lock:
+        if _probed is None:
+            _probed = support
+    return support
 
 
 def _probe() -> CgroupSupport:

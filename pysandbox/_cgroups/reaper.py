@@ -21,11 +21,26 @@ import collections
 import os
 import threading
 from collections.abc import Callable
-from typing import Generic, TypeVar
+
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Generic, TypeVar
+
+    T = TypeVar("T")
+else:
+    #: ``Generic[T]`` at run time, where only subscripting it is needed: a command
+    #: line's start-up does without ``typing``.
+    T = None
+
+    class Generic:
+        """What ``Reaper[T]`` needs of ``typing.Generic``: subscripting, which gives the class."""
+
+        def __class_getitem__(cls, _params: object) -> type:
+            return cls
+
 
 __all__ = ["Reaper"]
-
-T = TypeVar("T")
 
 
 class Reaper(Generic[T]):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 
 from .._host import owners
 from .._model.errors import SandboxError
@@ -27,14 +26,32 @@ from .node import (
 from .reaper import Reaper
 
 __all__ = [
+    "creator_of",
     "drain",
     "reaper",
     "sweep_dead_callers",
 ]
 
 
-#: A group's name: the creator's pid, its pid namespace, a counter and a random part.
-_GROUP_NAME = re.compile(r"pysandbox-([1-9][0-9]{0,8})-([0-9]+)-[0-9]+-[0-9a-f]+")
+#: The digits of a group name's random part.
+_HEX = frozenset("0123456789abcdef")
+
+
+def creator_of(name: str) -> tuple[int, int] | None:
+    """The creator's pid and pid namespace in a group's name, or None for a name of another
+    form.  The form is ``pysandbox-PID-PIDNS-COUNTER-RANDOM``: PID of at most 9 digits
+    and no leading zero, PIDNS and COUNTER decimal, RANDOM lower-case hex (the regular
+    expression ``pysandbox-([1-9][0-9]{0,8})-([0-9]+)-[0-9]+-[0-9a-f]+``, read without
+    ``re``, which would cost every run's start-up: the reaper sweeps on every run)."""
+    parts = name.split("-")
+    if len(parts) != 5 or parts[0] != "pysandbox":
+        return None
+    pid, namespace, counter, random = parts[1:]
+    if not all(part.isascii() and part.isdigit() for part in (pid, namespace, counter)):
+        return None
+    if len(pid) > 9 or pid[0] == "0" or not random or not _HEX.issuperset(random):
+        return None
+    return int(pid), int(namespace)
 
 
 def sweep_dead_callers() -> None:
@@ -60,8 +77,8 @@ def sweep_dead_callers() -> None:
         except OSError:
             names = []
         for name in names:
-            match = _GROUP_NAME.fullmatch(name)
-            if match is None or int(match[2]) != namespace or owners.alive(int(match[1])):
+            creator = creator_of(name)
+            if creator is None or creator[1] != namespace or owners.alive(creator[0]):
                 continue
             node = Node(hierarchy, frozenset())
             node.name = name

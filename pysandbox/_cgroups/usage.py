@@ -4,7 +4,6 @@ and the memory still charged to it once its processes are gone."""
 
 from __future__ import annotations
 
-import mmap
 import os
 from collections.abc import Callable, Iterable
 
@@ -25,7 +24,7 @@ __all__ = [
 
 #: The most shared memory a dead group may still show once settled: its counters fold
 #: in up to 64 pages per CPU late.
-_SETTLED_SHMEM = 64 * (os.cpu_count() or 1) * mmap.PAGESIZE
+_SETTLED_SHMEM = 64 * (os.cpu_count() or 1) * os.sysconf("SC_PAGE_SIZE")
 
 
 #: Passes of the kernel's deferred frees to wait for, at most, before a group goes.

@@ -18,12 +18,10 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import signal
 import sys
 import threading
 import types
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Callable, NoReturn, cast
+from collections.abc import Callable, Iterator, Sequence
 
 from .._model.errors import SandboxError
 from .._version import __version__
@@ -42,12 +40,18 @@ from .terminal import (
     say,
 )
 
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    import signal as _signal
+    from typing import NoReturn
 
     from .options import Usage
 
     _Commands = argparse._SubParsersAction[argparse.ArgumentParser]
+else:
+    import _signal  # what signal wraps, without the enums it builds at import
 
 __all__ = [
     "build_parser",
@@ -241,8 +245,11 @@ def _parse(argv: list[str]) -> tuple[Usage, argparse.Namespace]:
     plain = parse_plain(argv)
     if plain is not None:
         command = str(plain["command"])
-        quick = types.SimpleNamespace(**plain, handler=_PLAIN_HANDLERS[command])
-        return _ParserOnDemand(command), cast("argparse.Namespace", quick)
+        # A namespace as argparse's would be, without argparse (nor typing's cast).
+        quick: argparse.Namespace = types.SimpleNamespace(  # type: ignore[assignment]
+            **plain, handler=_PLAIN_HANDLERS[command]
+        )
+        return _ParserOnDemand(command), quick
     parser = build_parser(argv[0])
     options = parser.parse_args(argv)
     if options.command is None:
@@ -271,15 +278,15 @@ def _sigterm_unwinds() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous == signal.SIG_IGN:
+    previous = _signal.getsignal(_signal.SIGTERM)
+    if previous == _signal.SIG_IGN:
         yield
         return
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    _signal.signal(_signal.SIGTERM, _raise_terminated)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        _signal.signal(_signal.SIGTERM, previous)
 
 
 def _dispatch(argv: list[str]) -> int:
@@ -338,11 +345,14 @@ def console_main() -> NoReturn:
     The exit skips the interpreter's teardown of every loaded module, several
     milliseconds that a grader shelling out once per test would pay on every
     ``pysandbox run``: the ``atexit`` handlers run and the standard streams are flushed
-    first, as at a normal exit, then the process ends with ``main()``'s status.  While
-    another thread still runs, or when a flush fails, the exit is the interpreter's own
-    (which joins the threads, and reports the failed flush with status 120)."""
+    first, as at a normal exit, then the process ends with ``main()``'s status.  Daemon
+    threads are left as the interpreter's exit leaves them (the cgroup reaper's is one:
+    its ``atexit`` handler finishes its jobs).  While another thread still runs, or when
+    a flush fails, the exit is the interpreter's own (which joins the threads, and
+    reports the failed flush with status 120)."""
     status = main()
-    if threading.active_count() > 1:
+    main_thread = threading.main_thread()
+    if any(not thread.daemon for thread in threading.enumerate() if thread is not main_thread):
         sys.exit(status)
     atexit._run_exitfuncs()
     try:

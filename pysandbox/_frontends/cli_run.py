@@ -8,8 +8,7 @@ import codecs
 import os
 import stat
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Callable, TextIO
+from collections.abc import Callable, Sequence
 
 from .._model.escape import escape_controls
 from .._model.file import File
@@ -17,7 +16,6 @@ from .._model.limits import Limits
 from .._model.record import record
 from .._model.verdict import LIMIT_STATUSES, describe
 from .options import add_limit_options, limits_from, pairs
-from .output_dir import OutputDir, OutputDirError, prepare, write_files
 from .run_args import FLAG, MANY, RUN_OPTIONS, RunOption
 from .terminal import (
     EXIT_LIMIT,
@@ -28,11 +26,15 @@ from .terminal import (
     say,
 )
 
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from typing import TextIO
 
     from .._model.result import Result
     from .options import Usage
+    from .output_dir import OutputDir
 
 __all__ = [
     "add_option",
@@ -193,6 +195,8 @@ def _output_dir(parser: Usage, path: str | None) -> OutputDir | None:
     naming it otherwise."""
     if path is None:
         return None
+    from .output_dir import OutputDirError, prepare  # only with --output-dir
+
     try:
         return prepare(path)
     except OutputDirError as exc:
@@ -208,6 +212,8 @@ def _program(options: argparse.Namespace) -> list[str]:
 def _write_output(result: Result, inputs: _Inputs, options: argparse.Namespace) -> list[str]:
     """Write the output files into ``--output-dir``; our lines about what was refused or
     failed (empty when every file was written as it was)."""
+    from .output_dir import OutputDirError, write_files
+
     assert inputs.output_dir is not None
     lines = []
     with inputs.output_dir as directory:

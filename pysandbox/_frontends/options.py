@@ -13,15 +13,18 @@ the table of options are the model's (``_model/units.py``); this is the argparse
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TypeVar
 
 from .._model.limits import Limits
 from .._model.record import replace
 from .._model.units import LIMIT_OPTIONS, UNITS, LimitOption, parse_seconds, parse_size
 
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-    from typing import NoReturn, Protocol
+    from typing import NoReturn, Protocol, TypeVar
+
+    T = TypeVar("T")
 
     class Usage(Protocol):
         """What a command needs of its parser: usage errors (argparse's, or the stand-in
@@ -36,8 +39,6 @@ __all__ = [
     "limits_from",
     "pairs",
 ]
-
-T = TypeVar("T")
 
 
 def argparse_type(parse: Callable[[str], T]) -> Callable[[str], T]:

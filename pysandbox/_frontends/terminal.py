@@ -5,9 +5,15 @@ which no output of the program can conceal or pass for."""
 from __future__ import annotations
 
 import os
-import signal
 import sys
-from typing import TextIO
+
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import signal as _signal
+    from typing import TextIO
+else:
+    import _signal  # what signal wraps, without the enums it builds at import
 
 __all__ = [
     "EXIT_INTERRUPTED",
@@ -50,17 +56,17 @@ EXIT_SIGNAL_BASE = 128
 
 
 #: Ctrl-C (SIGINT) interrupted the command; the sandbox was killed and reaped.
-EXIT_INTERRUPTED = EXIT_SIGNAL_BASE + signal.SIGINT
+EXIT_INTERRUPTED = EXIT_SIGNAL_BASE + _signal.SIGINT
 
 
 #: SIGTERM (``timeout``, ``kill``, a service manager) ended the command; the sandbox was
 #: killed and reaped.
-EXIT_TERMINATED = EXIT_SIGNAL_BASE + signal.SIGTERM
+EXIT_TERMINATED = EXIT_SIGNAL_BASE + _signal.SIGTERM
 
 
 #: The reader of our stdout or stderr went away (``pysandbox run ... | head -1``), as a
 #: program killed by SIGPIPE; the sandbox was killed and reaped.
-EXIT_READER_GONE = EXIT_SIGNAL_BASE + signal.SIGPIPE
+EXIT_READER_GONE = EXIT_SIGNAL_BASE + _signal.SIGPIPE
 
 
 EXIT_STATUS_HELP = f"""\

@@ -11,10 +11,14 @@ import struct
 import sys
 import sysconfig
 from collections.abc import Iterable
-from typing import BinaryIO
 
 from .._model.errors import SandboxError
 from .._model.record import record
+
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 __all__ = [
     "INTERPRETER_PATHS",

@@ -20,8 +20,9 @@ from collections.abc import Iterator, Sequence
 
 from .. import _sandbox
 from .._cgroups.group import SandboxCgroup
-from .._cgroups.probe import probe
+from .._cgroups.probe import CgroupSupport, made_both, probe, probed
 from .._cgroups.usage import CgroupUsage
+from .._model.errors import SandboxError
 from .._model.record import record
 
 __all__ = ["Confinement", "confine"]
@@ -82,27 +83,25 @@ def confine(
     it killed and its counters read, and is removed soon after (by ``_cgroup``'s reaper
     thread, off the caller's path).  ``rlimits`` may hold an ``RLIMIT_NPROC`` entry, which is
     replaced by the choice made here."""
-    support = probe()
     base = [item for item in rlimits if item[0] != resource.RLIMIT_NPROC]
-    want_memory = memory_total if support.memory else None
-    want_pids = processes if support.pids else None
-    if want_pids is None and want_memory is None:
-        yield _without_cgroup(processes, base, support.reason)
-        return
-    # The group's empty directories are removed after the call returns (``drain``).
-    # It outlives the sandbox until the memory it held is freed (``_cgroup._settle``).
-    with SandboxCgroup(
-        processes=want_pids, memory=want_memory, remove_later=True, settle=_sandbox.unix_gc_pass
-    ) as group:
+    with contextlib.ExitStack() as stack:
+        support, group = _made(stack, processes, memory_total)
+        if group is None:
+            yield _without_cgroup(processes, base, support.reason)
+            return
         version = f"cgroup v{support.version}"
         where = f" (groups under {os.path.dirname(group.paths[0])})" if group.paths else ""
-        if want_pids is not None:
+        if support.pids:
             processes_by = f"{version} pids controller, this sandbox only{where}"
             limits = base
         else:
             fallback = _without_cgroup(processes, base, support.reason)
             processes_by, limits = fallback.processes_by, fallback.rlimits
-        memory_by = f"{version} memory controller, this sandbox only{where}" if want_memory else ""
+        memory_by = (
+            f"{version} memory controller, this sandbox only{where}"
+            if support.memory and memory_total is not None
+            else ""
+        )
         yield Confinement(
             processes_by,
             memory_by,
@@ -112,6 +111,36 @@ def confine(
             group.cpu_counter,
             group.dir_fd,
         )
+
+
+def _made(
+    stack: contextlib.ExitStack, processes: int, memory_total: int | None
+) -> tuple[CgroupSupport, SandboxCgroup | None]:
+    """What this host supports, and this run's group entered on ``stack`` (None without one).
+
+    Before this process's first probe, the group is made with both limits at once: made,
+    it answers the probe as the probe's two trial groups would, and spares them (a
+    command line's one run pays for no trial group); refused, the probe finds out what
+    this host allows, as it does for every later run.
+    """
+    if probed() is None and memory_total is not None:
+        with contextlib.suppress(SandboxError):
+            group = stack.enter_context(_group(processes, memory_total))
+            return made_both(), group
+    support = probe()
+    want_pids = processes if support.pids else None
+    want_memory = memory_total if support.memory else None
+    if want_pids is None and want_memory is None:
+        return support, None
+    return support, stack.enter_context(_group(want_pids, want_memory))
+
+
+def _group(processes: int | None, memory: int | None) -> SandboxCgroup:
+    """A run's group, not yet made: its empty directories are removed after the call
+    returns (``drain``), once the memory it held is freed (``_cgroup._settle``)."""
+    return SandboxCgroup(
+        processes=processes, memory=memory, remove_later=True, settle=_sandbox.unix_gc_pass
+    )
 
 
 def _without_cgroup(processes: int, base: list[tuple[int, int, int]], reason: str) -> Confinement:

@@ -6,14 +6,20 @@ not build, a program the init could not start.  Each error names the cause and t
 from __future__ import annotations
 
 import errno
-import json
 import os
 
 from .. import _sandbox
 from .._model.errors import PROCESS_WIDE_FIXES, SandboxError, errno_text, process_wide_fix
 from .plan import InitReport
 
-__all__ = ["bwrap_report", "init_failure", "parse_init_report", "setup_failure", "spawn_failure"]
+__all__ = [
+    "bwrap_exited",
+    "bwrap_report",
+    "init_failure",
+    "parse_init_report",
+    "setup_failure",
+    "spawn_failure",
+]
 
 #: Fixes for the host faults a user can do something about, by errno of the failed call.
 _HOST_FIXES = {
@@ -67,8 +73,26 @@ _RACE_FIX = (
 )
 
 
+#: How bwrap writes the document that reports its child's exit (``{ "exit-code": 0 }``).
+_EXIT_HEAD, _EXIT_TAIL = b'{ "exit-code": ', b" }"
+
+
+def bwrap_exited(report: bytes) -> bool:
+    """Whether bwrap reported its child's exit on its ``--json-status-fd`` (a document
+    with ``exit-code``): at once when a line is that document as bwrap writes it, else
+    from ``bwrap_report``, whose ``json`` (with ``re``) costs every run's start-up."""
+    for line in report.split(b"\n"):
+        if line.startswith(_EXIT_HEAD) and line.endswith(_EXIT_TAIL):
+            code = line[len(_EXIT_HEAD) : -len(_EXIT_TAIL)]
+            if code.removeprefix(b"-").isdigit():
+                return True
+    return "exit-code" in bwrap_report(report)
+
+
 def bwrap_report(report: bytes) -> dict[str, object]:
     """Merge the JSON documents bwrap wrote on its ``--json-status-fd``."""
+    import json
+
     merged: dict[str, object] = {}
     text = report.decode("utf-8", "replace")
     decoder = json.JSONDecoder()

@@ -30,7 +30,6 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
 
 from .. import _sandbox
 from .._host import mountinfo, programs
@@ -39,15 +38,22 @@ from .._model.errors import SandboxError
 from .._model.record import record
 from . import bwrap
 from .confine import Confinement, confine
-from .failures import bwrap_report, init_failure, parse_init_report, setup_failure, spawn_failure
+from .failures import bwrap_exited, init_failure, parse_init_report, setup_failure, spawn_failure
 from .lifeline import init_options as lifeline_options
 from .lifeline import lifeline
 from .plan import INIT_REPORT_CAP, LIFELINE_FD, REPORT_CAP, Facts, Plan
 from .readable import landlock_abi, open_readable
 from .rlimits import within_own_limits
 
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import TypeVar
+
     from .codefile import CodeFile
+
+    _Reply = TypeVar("_Reply")
+    _Core = TypeVar("_Core")
 
 __all__ = ["Launched", "command_line", "launch", "start"]
 
@@ -155,9 +161,6 @@ class _HookRaised(Exception):
     def __init__(self, error: BaseException) -> None:
         super().__init__(repr(error))
         self.error = error
-
-
-_Reply = TypeVar("_Reply")
 
 
 def _guarded(hook: Callable[[bytes], _Reply] | None) -> Callable[[bytes], _Reply] | None:
@@ -275,12 +278,9 @@ def _facts(raw: _sandbox.RawResult, setup: _Setup, cpu_baseline: float) -> Facts
         usage=usage,
         cpu_baseline=cpu_baseline,
     )
-    if "exit-code" not in bwrap_report(raw["captures"][0]) and not facts.killed:
+    if not bwrap_exited(raw["captures"][0]) and not facts.killed:
         raise setup_failure(raw)
     return facts
-
-
-_Core = TypeVar("_Core")
 
 
 def _run_core(call: Callable[[], _Core]) -> _Core:

@@ -3,7 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Protocol
+else:
+    #: A plain base at run time: a command line's start-up does without ``typing``.
+    Protocol = object
 
 __all__ = ["AnyOf", "CancelEvent", "Cancelled"]
 

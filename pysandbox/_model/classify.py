@@ -33,9 +33,15 @@ the watcher did not fire, so the limit was not enforced.
 from __future__ import annotations
 
 import os
-import signal as _signal
 
 from .status import Status
+
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import signal as _signal
+else:
+    import _signal  # what signal wraps, without the enums it builds at import
 
 __all__ = ["RSS_NEAR_LIMIT", "classify", "exit_info", "is_memory_error"]
 

@@ -9,16 +9,21 @@ stays readable at a glance (the record itself always holds all of it).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
-
 from .escape import escape_controls
 from .limits import Limits
 from .status import Status, ending, signal_name
 from .verdict import describe, describe_parts, size_text
 
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Protocol
+
     from .result import ProcessOutput, Result
     from .selftest_report import SelftestReport
+else:
+    #: A plain base at run time: a command line's start-up does without ``typing``.
+    Protocol = object
 
 __all__ = [
     "FOLD_HEAD_LINES",

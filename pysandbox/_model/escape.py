@@ -12,7 +12,12 @@ hide nor fake pysandbox's own lines.
 
 from __future__ import annotations
 
-import re
+import functools
+
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import re
 
 __all__ = ["escape_controls", "escape_report"]
 
@@ -29,11 +34,19 @@ def _escape_table() -> dict[int, str]:
 
 
 _TABLE = _escape_table()
-#: A GitHub Actions workflow command: ``::`` at the start of a line (after blanks).
-_GITHUB_COMMAND = re.compile(r"^([ \t]*):(?=:)", re.MULTILINE)
-#: An Azure Pipelines logging command (``##vso[`` anywhere) or format (``##[`` at the
-#: start of a line).
-_AZURE_COMMAND = re.compile(r"#(?=#vso\[)|^([ \t]*)#(?=#\[)", re.MULTILINE)
+
+
+@functools.cache
+def _ci_commands() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """A GitHub Actions workflow command (``::`` at the start of a line, after blanks),
+    and an Azure Pipelines logging command (``##vso[`` anywhere) or format (``##[`` at
+    the start of a line); compiled on first use, as ``re`` costs every run's start-up."""
+    import re
+
+    return (
+        re.compile(r"^([ \t]*):(?=:)", re.MULTILINE),
+        re.compile(r"#(?=#vso\[)|^([ \t]*)#(?=#\[)", re.MULTILINE),
+    )
 
 
 def escape_controls(text: str) -> str:
@@ -47,5 +60,6 @@ def escape_report(text: str) -> str:
     """``escape_controls(text)``, and the CI log commands in it made inert: the first
     character of a leading ``::`` or of ``##vso[`` / a leading ``##[`` is written as its
     escape (``\\x3a``, ``\\x23``), so the line still reads the same to a person."""
-    escaped = _GITHUB_COMMAND.sub(lambda match: f"{match[1]}\\x3a", escape_controls(text))
-    return _AZURE_COMMAND.sub(lambda match: f"{match[1] or ''}\\x23", escaped)
+    github, azure = _ci_commands()
+    escaped = github.sub(lambda match: f"{match[1]}\\x3a", escape_controls(text))
+    return azure.sub(lambda match: f"{match[1] or ''}\\x23", escaped)

@@ -27,10 +27,17 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Mapping
-from typing import Union
 
 from .file import File
 from .limits import DISK_BYTES_PER_INODE
+
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Union
+
+    #: What ``files=`` maps a name to: the content, or a ``File`` that also gives its mode.
+    FileValue = Union[bytes, bytearray, memoryview, File]
 
 __all__ = [
     "FLAG_LEFT_OUT",
@@ -38,7 +45,6 @@ __all__ = [
     "MAX_NAME_BYTES",
     "MODE_EXECUTABLE",
     "RECORD_ROOM",
-    "FileValue",
     "check_fits_tmpfs",
     "decode_files",
     "encode_files",
@@ -66,9 +72,6 @@ _FILE_TAG = b"F"
 _END_TAG = b"E"
 _NAME_LEN = struct.Struct("<I")
 _DATA_LEN = struct.Struct("<Q")
-
-#: What ``files=`` maps a name to: the content, or a ``File`` that also gives its mode.
-FileValue = Union[bytes, bytearray, memoryview, File]
 
 
 def name_problem(name: str) -> str | None:

@@ -4,11 +4,8 @@ and ``SandboxFailure``."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import math
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, TypeVar
 
 from .display import (
     Pretty,
@@ -24,8 +21,14 @@ from .record import record
 from .status import Status, ending
 from .untrusted import check_int, shown
 
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import TypeVar
+
     from .schema import Encoding, FileDict, ResultDict
+
+    _T = TypeVar("_T")
 
 __all__ = [
     "FrozenFiles",
@@ -40,8 +43,6 @@ __all__ = [
 
 #: How many trailing lines of stdout and of stderr ``Result.check`` quotes.
 CHECK_TAIL_LINES = 10
-
-_T = TypeVar("_T")
 
 
 @record(frozen=False)
@@ -102,6 +103,8 @@ def encode_text(data: bytes) -> tuple[str, Encoding]:
     try:
         return data.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
+        import base64  # loads re, which a run does without
+
         return base64.b64encode(data).decode("ascii"), "base64"
 
 
@@ -112,6 +115,9 @@ def decode_text(text: object, encoding: object, what: str, encoding_what: str) -
     if encoding == "utf-8":
         return text.encode("utf-8")
     if encoding == "base64":
+        import base64  # loads re, which a run does without
+        import binascii
+
         try:
             return base64.b64decode(text.encode("ascii"), validate=True)
         except (binascii.Error, UnicodeEncodeError) as exc:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import enum
-import signal as _signal
 
 __all__ = ["Status", "ending", "signal_name"]
 
@@ -40,8 +39,10 @@ class Status(enum.Enum):
 
 def signal_name(number: int) -> str:
     """``"SIGKILL"`` for 9; ``"signal 64"`` for a number without a name."""
+    import signal  # only to name one: its enums cost every run's start-up
+
     try:
-        return _signal.Signals(number).name
+        return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
 

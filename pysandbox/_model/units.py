@@ -11,12 +11,17 @@ the command line, the notebook magic, Job JSON and the pytest markers all read.
 
 from __future__ import annotations
 
+import functools
 import math
-import re
 from collections.abc import Callable
 
 from .limits import MAX_LIMIT, MIN_OPEN_FILES, MIN_PROCESSES
 from .record import record
+
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import re
 
 __all__ = [
     "LIMIT_OPTIONS",
@@ -31,8 +36,17 @@ __all__ = [
 
 #: The binary units of a size, by their lower-case letter.
 UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
-_SIZE = re.compile(r"(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(?P<unit>[kmgt]?)(?P<suffix>i?b?)")
-_SECONDS = re.compile(r"(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(?P<unit>s|ms)?")
+
+
+@functools.cache
+def _patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """A size and a time, compiled on first use (``re`` costs every run's start-up)."""
+    import re
+
+    return (
+        re.compile(r"(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(?P<unit>[kmgt]?)(?P<suffix>i?b?)"),
+        re.compile(r"(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(?P<unit>s|ms)?"),
+    )
 
 
 #: Characters a number may have: more is refused before any conversion (``float`` of
@@ -71,7 +85,7 @@ def parse_size(text: str) -> int:
     Raises ``ValueError`` with a message that reads after the option's name.
     """
     _refuse_negative(text)
-    match = _SIZE.fullmatch(text.strip().lower())
+    match = _patterns()[0].fullmatch(text.strip().lower())
     if match is None or match["suffix"] not in ("", "ib"):
         raise ValueError(
             f"expected bytes or a number with a binary unit K, M, G or T "
@@ -94,7 +108,7 @@ def parse_seconds(text: str) -> float:
     Raises ``ValueError`` with a message that reads after the option's name.
     """
     _refuse_negative(text)
-    match = _SECONDS.fullmatch(text.strip().lower())
+    match = _patterns()[1].fullmatch(text.strip().lower())
     if match is None:
         raise ValueError(
             f"expected seconds, optionally with s or ms, like 2, 0.5, 1.5s or 500ms; got {text!r}"

@@ -13,13 +13,17 @@ anything is built from the input.
 
 from __future__ import annotations
 
+import functools
 import itertools
-import json
 import math
-import re
 import reprlib
 from collections.abc import Iterator
-from typing import Any, BinaryIO
+
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import re
+    from typing import Any, BinaryIO
 
 __all__ = [
     "MAX_DEPTH",
@@ -39,14 +43,22 @@ MAX_DIGITS = 19
 #: The largest magnitude of a JSON integer (a C ``int64_t`` holds it).
 MAX_INT = 2**63 - 1
 
-#: A JSON string, escapes included: runs of plain bytes and each escape between them,
-#: up to its closing quote or the end of the data.  It always matches where it starts,
-#: so the regex engine never backtracks or retries: one linear pass over any input.
-_STRING = re.compile(rb'"[^"\\]*(?:\\(?:.|\Z)[^"\\]*)*(?:"|\Z)', re.DOTALL)
 #: Every byte but the four brackets, deleted before the brackets are counted.
 _NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
 #: How each bracket moves the depth.
 _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+
+
+@functools.cache
+def _string() -> re.Pattern[bytes]:
+    """A JSON string, escapes included: runs of plain bytes and each escape between them,
+    up to its closing quote or the end of the data.  It always matches where it starts,
+    so the regex engine never backtracks or retries: one linear pass over any input.
+    Compiled on first use (``re`` costs every run's start-up, and a run parses no JSON).
+    """
+    import re
+
+    return re.compile(rb'"[^"\\]*(?:\\(?:.|\Z)[^"\\]*)*(?:"|\Z)', re.DOTALL)
 
 
 class UntrustedInputError(ValueError):
@@ -57,7 +69,7 @@ class UntrustedInputError(ValueError):
 def _depth(data: bytes) -> int:
     """The deepest nesting of arrays and objects in the JSON text ``data``, counted in
     C-speed passes (strings first removed, so brackets inside them do not count)."""
-    brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    brackets = _string().sub(b"", data).translate(None, _NOT_BRACKETS)
     return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0)
 
 
@@ -101,6 +113,8 @@ def loads(data: bytes, *, max_bytes: int | None) -> Any:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UntrustedInputError(f"not UTF-8 text: {exc}") from None
+    import json  # a run parses no JSON: json and re cost every run's start-up
+
     return json.loads(text, parse_int=_int, parse_float=_float, parse_constant=_constant)
 
 

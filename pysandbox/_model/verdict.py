@@ -8,16 +8,28 @@ stderr.  It names the limit that ended the run, so it takes the ``Limits`` too.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
-
 from .limits import Limits
-from .status import Status
+from .status import Status, signal_name
 
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .result import Result
-from .status import signal_name
+    from typing import Protocol
 
-__all__ = ["LIMIT_STATUSES", "Ended", "describe", "describe_parts", "limit_hit", "size_text"]
+    from .result import Result
+
+    class Ended(Protocol):
+        """What ``limit_hit`` reads of a ``Result`` or a ``CellResult``."""
+
+        @property
+        def status(self) -> Status: ...
+        @property
+        def stdout_truncated(self) -> bool: ...
+        @property
+        def stderr_truncated(self) -> bool: ...
+
+
+__all__ = ["LIMIT_STATUSES", "describe", "describe_parts", "limit_hit", "size_text"]
 
 #: The statuses that mean a limit ended the run, not the program itself.
 LIMIT_STATUSES = frozenset(
@@ -39,17 +51,6 @@ def size_text(size: int) -> str:
         if size >= unit:
             return f"{size / unit:.1f}".removesuffix(".0") + f" {name}"
     return f"{size} bytes"
-
-
-class Ended(Protocol):
-    """What ``limit_hit`` reads of a ``Result`` or a ``CellResult``."""
-
-    @property
-    def status(self) -> Status: ...
-    @property
-    def stdout_truncated(self) -> bool: ...
-    @property
-    def stderr_truncated(self) -> bool: ...
 
 
 def limit_hit(result: Ended, limits: Limits) -> str:

@@ -177,6 +177,28 @@ def test_probe_leaves_no_trial_group(tmp_path: Path) -> None:
     assert set(groups_of(int(out[0]))) - before == set()
 
 
+#: A fresh process's first confinement, with the probe made to fail if it were called.
+FIRST_CONFINEMENT = """
+import json
+from pysandbox._cgroups import probe
+from pysandbox._launch.confine import confine
+probe._probe = None
+with confine(processes=8, memory_total=2**26, rlimits=[]) as confinement:
+    made = probe.probe()
+print(json.dumps([confinement.processes_by, confinement.memory_by, made.version, made.reason]))
+"""
+
+
+def test_a_first_run_makes_its_group_instead_of_trial_groups() -> None:
+    """A process's first run makes its group with both limits before any probe: made, it
+    answers the probe as the two trial groups would have, and none is made."""
+    requires("pids", "memory")
+    processes_by, memory_by, version, reason = run_installed(FIRST_CONFINEMENT)
+    assert processes_by.startswith(f"cgroup v{SUPPORT.version} pids controller, this sandbox")
+    assert memory_by.startswith(f"cgroup v{SUPPORT.version} memory controller, this sandbox")
+    assert [version, reason] == [SUPPORT.version, SUPPORT.reason]
+
+
 @pytest.mark.parametrize("value", [True, 1.5, "8", b"8"])
 def test_limits_of_the_wrong_type_are_refused(value: object) -> None:
     with pytest.raises(TypeError, match="processes"):

@@ -15,7 +15,7 @@ from support.callers import run_unprivileged
 
 import pysandbox
 from pysandbox import Status, _sandbox, eval_in_sandbox, run_python
-from pysandbox._launch.failures import spawn_failure
+from pysandbox._launch.failures import bwrap_exited, bwrap_report, spawn_failure
 from pysandbox._launch.plan import FdLayout
 
 PACKAGE = Path(pysandbox.__file__).parent
@@ -69,6 +69,26 @@ def test_a_spawn_failure_is_explained_by_its_stage_not_its_words(
     message = str(spawn_failure(exc))
     assert message.startswith("could not start bubblewrap: words that name no stage (EBUSY); ")
     assert message.endswith(blamed)
+
+
+@pytest.mark.no_bwrap
+@pytest.mark.parametrize(
+    "report",
+    [
+        b'{ "child-pid": 12 }\n{ "exit-code": 0 }\n',
+        b'{ "child-pid": 12, "cgroup-namespace": 4026531835 }\n{ "exit-code": -1 }\n',
+        b'{ "child-pid": 12 }\n',
+        b"",
+        b'{"exit-code":3}',
+        b'{ "child-pid": 12 }{ "exit-code": 1 }',
+        b'{ "exit-code": x }\n',
+        b'{ "exit-code": }\n',
+        b'[{ "exit-code": 1 }]\n',
+    ],
+)
+def test_bwrap_exited_reads_the_exit_as_the_json_documents_say(report: bytes) -> None:
+    """bwrap's own line is read without json; any other form as the JSON documents."""
+    assert bwrap_exited(report) == ("exit-code" in bwrap_report(report))
 
 
 def test_fd_layout_numbers_payloads_then_captures() -> None:

@@ -164,3 +164,14 @@ def test_the_quick_exit_of_the_console_script_runs_the_atexit_handlers() -> None
     assert proc.returncode == 0, err
     assert out == b"ran\n"
     assert _code_directories_of(proc.pid) == []
+
+
+def test_the_quick_exit_leaves_no_cgroup_behind() -> None:
+    """The cgroup reaper's daemon thread does not keep the console script from its quick
+    exit, and its ``atexit`` handler still removes the run's groups first."""
+    proc = subprocess.Popen(
+        [SCRIPT, "run", "-q", "--", "true"], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    _, err = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0, err
+    assert glob.glob(f"/sys/fs/cgroup/**/pysandbox-{proc.pid}-*", recursive=True) == []

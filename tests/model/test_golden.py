@@ -179,3 +179,18 @@ def test_public_names_live_in_pysandbox_and_their_type_hints_resolve() -> None:
             typing.get_type_hints(value)
     assert repr(Status.OK) == "<Status.OK: 'ok'>"
     assert pickle.dumps(Limits()).count(b"pysandbox._") == 0
+
+
+@pytest.mark.no_bwrap
+@pytest.mark.skipif(sys.version_info < (3, 10), reason="3.9 cannot evaluate X | None at all")
+def test_the_type_hints_of_the_public_calls_resolve() -> None:
+    """Tools that read a call's types (``typing.get_type_hints``) still can, though the
+    command line loads no ``typing``: ``stdin``'s and the callbacks' aliases exist at run
+    time."""
+    import inspect
+    import typing
+
+    runner = inspect.getmembers(pysandbox.Runner, inspect.isfunction)
+    calls = [pysandbox.run, pysandbox.run_python, pysandbox.run_async, pysandbox.eval_in_sandbox]
+    for call in [pysandbox.run_python_async, *calls, *(f for n, f in runner if n[0] != "_")]:
+        typing.get_type_hints(call)
