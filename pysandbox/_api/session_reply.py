@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from .._model.filestream import name_problem
 from .._model.limits import Limits
 from .._model.session_result import COMMITTED, LOST, ROLLED_BACK, CellError, CellResult
 from .._model.status import Status
@@ -119,7 +120,9 @@ class Reply:
         size = int.from_bytes(payload[:4], "big")
         header = control(payload[4 : 4 + size])
         name, data = header.get("name"), payload[4 + size :]
-        if not isinstance(name, str) or not name or name in self.files or len(name) > 4096:
+        # The same names as a one-shot run's files may have: a front end writes them
+        # (``--output-dir``), so no absolute path, no ``..``, no NUL.
+        if not isinstance(name, str) or name_problem(name) is not None or name in self.files:
             raise ProtocolError("the keeper sent a file without a fit name")
         if len(self.files) >= self.limits.files_out_count:
             raise ProtocolError("the keeper sent more files than the call's cap")
