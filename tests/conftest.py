@@ -208,3 +208,13 @@ def through(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
             if hasattr(request.module, name):
                 monkeypatch.setattr(request.module, name, getattr(warm, name))
     return str(request.param)
+
+
+@pytest.fixture
+def runners() -> Iterator[list[pysandbox.Runner]]:
+    """Runners a test makes; closed at the end whatever happened, so no sandbox or
+    session stays."""
+    made: list[pysandbox.Runner] = []
+    yield made
+    for runner in made:
+        runner.close()

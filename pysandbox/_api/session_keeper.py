@@ -58,7 +58,7 @@ READY, STDOUT, STDERR, FILE, DONE, FATAL = (ord(c) for c in "ROEFDX")
 STARTED, FINISHED, OUT_OF_MEMORY, ENDED = (ord(c) for c in "sfme")
 #: Keeper to state, after each call: what the call left is ended, reap your children;
 #: state to keeper: done.
-REAP, REAPED = ord("r"), ord("r")
+REAP, REAPED = ord("p"), ord("r")
 CHUNK = 65536
 
 
@@ -150,15 +150,20 @@ class State:
         A request of an earlier call is passed over: a spare killed before it read its
         call's request leaves it in the pipe."""
         while True:
-            try:
-                kind, payload = read_frame(self.control_fd)
-            except EOFError:
-                os._exit(0)
-            if kind != CALL:
-                os._exit(2)
-            request: dict[str, Any] = json.loads(payload)
+            request: dict[str, Any] = json.loads(self.control_frame(CALL))
             if request["cell"] >= self.next_cell:
                 return request
+
+    def control_frame(self, expected: int) -> bytes:
+        """The payload of the keeper's next frame, which must be of kind ``expected``;
+        the process ends with the pipe, or on a frame of another kind."""
+        try:
+            kind, payload = read_frame(self.control_fd)
+        except EOFError:
+            os._exit(0)
+        if kind != expected:
+            os._exit(2)
+        return payload
 
     def wait_for(self, child: int) -> None:
         """Reap children until the call process ``child`` ends, then tell the keeper
@@ -178,13 +183,7 @@ class State:
     def after_call(self) -> None:
         """Wait for the keeper to have ended what the call left running, reap those of
         them that are this process's children, and say so."""
-        try:
-            kind, payload = read_frame(self.control_fd)
-        except EOFError:
-            os._exit(0)
-        if kind != REAP:
-            os._exit(2)
-        self.next_cell = json.loads(payload)["next"]
+        self.next_cell = json.loads(self.control_frame(REAP))["next"]
         while True:
             try:
                 pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -426,12 +425,11 @@ class Call:
         self.reaped_cpu = 0.0
         self.killed_for: str | None = None
         self.deadline = 0.0
-        self.before = snapshot()
+        self.before = walk()
 
     def run(self) -> None:
         keeper = self.keeper
-        started = time.monotonic()
-        deadline = self.deadline = started + self.request["wall"]
+        deadline = self.deadline = time.monotonic() + self.request["wall"]
         keeper.cells += 1
         order = {
             "code": self.request["code"],
@@ -439,7 +437,7 @@ class Call:
             "cell": keeper.cells,
         }
         write_frame(keeper.control_write, CALL, json.dumps(order).encode())
-        cpu, outcome = 0.0, None
+        outcome = None
         while outcome is None:
             now = time.monotonic()
             if now >= deadline and self.killed_for is None:
@@ -458,12 +456,10 @@ class Call:
             if keeper.result_read in ready or keeper.results:
                 outcome = self.result()
             self.reap()
-            if self.killed_for is None:
-                cpu = self.cpu_now()
-                if cpu > self.request["cpu"]:
-                    self.kill("cpu_time_exceeded")
-        wall = time.monotonic() - started
-        self.answer(outcome, wall)
+            running = outcome is None and self.killed_for is None
+            if running and self.cpu_now() > self.request["cpu"]:
+                self.kill("cpu_time_exceeded")
+        self.answer(outcome)
 
     def request_from_host(self) -> None:
         keeper = self.keeper
@@ -654,7 +650,7 @@ class Call:
                 self.written[kind] += len(data)
                 write_frame(self.keeper.reply_fd, kind, data)
 
-    def answer(self, outcome: dict[str, Any], wall: float) -> None:
+    def answer(self, outcome: dict[str, Any]) -> None:
         keeper = self.keeper
         for fd, kind in ((keeper.out_read, STDOUT), (keeper.err_read, STDERR)):
             self.forward(fd, kind)
@@ -665,7 +661,6 @@ class Call:
             header = json.dumps({"name": name, "mode": mode}).encode()
             write_frame(keeper.reply_fd, FILE, struct.pack(">I", len(header)) + header + data)
         outcome.update(
-            wall=wall,
             stdout_truncated=self.truncated[STDOUT],
             stderr_truncated=self.truncated[STDERR],
             files_truncated=files_truncated,
@@ -707,10 +702,6 @@ def walk(top: str = "/sandbox") -> dict[str, tuple[int, int, int, int]]:
             except OSError:
                 continue
     return found
-
-
-def snapshot() -> dict[str, tuple[int, int, int, int]]:
-    return walk()
 
 
 def changed_files(

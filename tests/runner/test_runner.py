@@ -11,7 +11,6 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,15 +26,6 @@ from pysandbox import (
     Status,
     eval_in_sandbox,
 )
-
-
-@pytest.fixture
-def runners() -> Iterator[list[Runner]]:
-    """Runners a test makes; closed at the end whatever happened, so no sandbox stays."""
-    made: list[Runner] = []
-    yield made
-    for runner in made:
-        runner.close()
 
 
 def test_a_runner_runs_what_the_module_functions_run(world_readable_dir: Path) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,15 +20,6 @@ from support.timing import slow
 
 from pysandbox import CellResult, Limits, Runner, SandboxError, Session
 from pysandbox._runner.sessions import SESSION_DEFAULTS, HeldSession
-
-
-@pytest.fixture
-def runners() -> Iterator[list[Runner]]:
-    """Runners a test makes; closed at the end whatever happened, so no session stays."""
-    made: list[Runner] = []
-    yield made
-    for runner in made:
-        runner.close()
 
 
 def _calls(session: Session) -> int:

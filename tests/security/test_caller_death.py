@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
-from support.processes import pids_with_marker, unique_marker
+from support.processes import pid_state, pids_with_marker, start_time, unique_marker
 from support.timing import cpu, eval_cpu, slow
 
 from pysandbox import eval_in_sandbox, run, run_python
@@ -111,25 +111,6 @@ print("the call returned", flush=True)
 """
 
 
-def start_time(pid: int) -> int | None:
-    """The start time of ``pid`` (clock ticks after boot), None when there is no such
-    process: with the pid it names one process, whatever pid reuse does."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return int(stat.read().rsplit(b")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def state(pid: int) -> str:
-    """The state letter of ``pid`` (``Z`` for a zombie), ``""`` when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0].decode()
-    except (OSError, IndexError):
-        return ""
-
-
 def descendants(root: int) -> list[int]:
     """Every process under ``root`` (zombies included), from the children files of all
     its threads and theirs."""
@@ -154,7 +135,7 @@ def living(processes: Mapping[int, int | None]) -> dict[int, str]:
     with their state."""
     alive = {}
     for pid, started in processes.items():
-        now = state(pid)
+        now = pid_state(pid)
         if started is not None and start_time(pid) == started and now not in ("", "Z", "X"):
             alive[pid] = now
     return alive
@@ -628,4 +609,4 @@ def test_no_zombie_under_a_caller_that_is_pid_1() -> None:
 def _no_leftover_children() -> Iterator[None]:
     """Whatever a test starts, it reaps."""
     yield
-    assert [pid for pid in descendants(os.getpid()) if state(pid) != ""] == []
+    assert [pid for pid in descendants(os.getpid()) if pid_state(pid) != ""] == []

@@ -34,7 +34,14 @@ from pathlib import Path
 
 import pytest
 from support.callers import Caller
-from support.processes import pids_with_marker, survivors, unique_marker
+from support.processes import (
+    parent_of,
+    pid_state,
+    pids_with_marker,
+    start_time,
+    survivors,
+    unique_marker,
+)
 from support.timing import PROMPTLY, cpu, slow
 
 from pysandbox import CellResult, Limits, SandboxError, Session, Status
@@ -54,34 +61,6 @@ RSS_GROWTH = 64 * MiB
 LIMITS = Limits(wall_time=WALL, cpu_time=cpu(1.5), stdout=MiB, stderr=MiB)
 
 # --------------------------------------------------------------------------- helpers
-
-
-def start_time(pid: int) -> int | None:
-    """The start time of ``pid`` in clock ticks, None when there is no such process: with
-    the pid it names one process, whatever pid reuse does."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return int(stat.read().rsplit(b")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def state(pid: int) -> str:
-    """The state letter of ``pid`` (``Z`` for a zombie), ``""`` when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0].decode()
-    except (OSError, IndexError):
-        return ""
-
-
-def parent(pid: int) -> int:
-    """The parent pid of ``pid`` (0 when it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return int(stat.read().rsplit(b")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return 0
 
 
 def descendants(root: int) -> dict[int, int | None]:
@@ -108,7 +87,7 @@ def living(processes: Mapping[int, int | None]) -> dict[int, str]:
     their state (a zombie counts: it was not reaped)."""
     alive = {}
     for pid, started in processes.items():
-        now = state(pid)
+        now = pid_state(pid)
         if started is not None and start_time(pid) == started and now not in ("", "X"):
             alive[pid] = now
     return alive
@@ -124,15 +103,6 @@ def wait_gone(processes: Mapping[int, int | None], within: float) -> dict[int, s
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     return left
-
-
-def parent_of(pid: int) -> int | None:
-    """The parent of ``pid``, None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return int(stat.read().rsplit(b")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def rss() -> int:
@@ -768,7 +738,7 @@ def test_background_processes_do_not_outlive_the_call(kind: str, ending: str) ->
             # process it forks after each call (the killed call's successor) is new.
             gone, new = set(before) - set(after), set(after) - set(before)
             assert len(gone) <= 1 and len(new) == len(gone), (before, after)
-            assert all(parent(pid) in before for pid in new), (before, after)
+            assert all(parent_of(pid) in before for pid in new), (before, after)
         assert watch.session.run("x").value == "1"
     assert survivors(marker, within=0.1) == []
 

@@ -12,7 +12,10 @@ import uuid
 
 __all__ = [
     "children_of",
+    "parent_of",
+    "pid_state",
     "pids_with_marker",
+    "start_time",
     "survivors",
     "unique_marker",
 ]
@@ -33,6 +36,38 @@ def children_of(pid: int) -> list[int]:
         if int(fields[1]) == pid:
             found.append(int(entry))
     return found
+
+
+def _stat_fields(pid: int) -> list[bytes]:
+    """The fields of ``/proc/PID/stat`` after the command name (which may hold spaces
+    and parentheses); OSError when there is no such process."""
+    with open(f"/proc/{pid}/stat", "rb") as stat:
+        return stat.read().rsplit(b")", 1)[1].split()
+
+
+def start_time(pid: int) -> int | None:
+    """The start time of ``pid`` (clock ticks after boot), None when there is no such
+    process: with the pid it names one process, whatever pid reuse does."""
+    try:
+        return int(_stat_fields(pid)[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def pid_state(pid: int) -> str:
+    """The state letter of ``pid`` (``Z`` for a zombie), ``""`` when it is gone."""
+    try:
+        return _stat_fields(pid)[0].decode()
+    except (OSError, IndexError):
+        return ""
+
+
+def parent_of(pid: int) -> int:
+    """The parent pid of ``pid`` (0 when it is gone)."""
+    try:
+        return int(_stat_fields(pid)[1])
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def unique_marker() -> str:
