@@ -352,7 +352,6 @@ class Session:
         except ProtocolError as exc:
             return self._lose(str(exc), reply, started)
         if result.lost:
-            self._end(result.reason)
             return self._lose(result.reason, reply, started)
         if stopped_by is not None:
             raise stopped_by
