@@ -39,7 +39,7 @@ from .._api.run import (
     finish,
     python_program,
 )
-from .._api.session import Session
+from .._api.session import DEFAULT_CPU_BUDGET, DEFAULT_IDLE_TIMEOUT, DEFAULT_LIFETIME, Session
 from .._launch.launcher import launch
 from .._launch.plan import Facts, Plan
 from .._model.cancel import AnyOf, CancelEvent, Cancelled
@@ -303,9 +303,9 @@ class Runner:
         readable: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         files: Mapping[str, bytes | File] | None = None,
-        lifetime: float = 3600.0,
-        idle_timeout: float = 600.0,
-        cpu_budget: float = 600.0,
+        lifetime: float = DEFAULT_LIFETIME,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        cpu_budget: float = DEFAULT_CPU_BUDGET,
     ) -> Session:
         """A ``Session`` with this Runner's defaults: ``limits`` (None: the Runner's),
         ``readable`` and ``env`` added to the Runner's; the other arguments are
@@ -340,9 +340,9 @@ class Runner:
         readable: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         files: Mapping[str, bytes | File] | None = None,
-        lifetime: float = 3600.0,
-        idle_timeout: float = 600.0,
-        cpu_budget: float = 600.0,
+        lifetime: float = DEFAULT_LIFETIME,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        cpu_budget: float = DEFAULT_CPU_BUDGET,
     ) -> Session:
         """``session`` for asyncio: the start runs in a thread of its own.  Cancelling
         the task closes the session once it has started (within its start, ~60 ms)."""
