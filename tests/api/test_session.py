@@ -21,7 +21,7 @@ from collections.abc import Iterator
 
 import pytest
 from support.processes import children_of, pids_with_marker, survivors, unique_marker
-from support.timing import PROMPTLY, slow
+from support.timing import PROMPTLY, cpu, slow
 
 from pysandbox import CellResult, Limits, SandboxError, Session, Status
 
@@ -197,7 +197,7 @@ def test_an_idle_session_ends_by_itself() -> None:
 
 
 def test_the_cpu_budget_ends_the_session() -> None:
-    with Session(limits=LIMITS, cpu_budget=1) as session:
+    with Session(limits=LIMITS, cpu_budget=cpu(1)) as session:
         result = session.run("while True:\n    pass", cpu_time=30, wall_time=slow(30))
         assert result.lost and result.status is Status.CPU_TIME_EXCEEDED, result
         assert "CPU budget" in result.reason
@@ -206,7 +206,7 @@ def test_the_cpu_budget_ends_the_session() -> None:
 
 
 def test_the_lifetime_ends_the_session() -> None:
-    with Session(limits=LIMITS, lifetime=3) as session:
+    with Session(limits=LIMITS, lifetime=slow(1)) as session:
         result = session.run("import time\ntime.sleep(100)", wall_time=slow(30))
         assert result.lost and "lifetime" in result.reason, result
 

@@ -108,7 +108,7 @@ def test_sessions_that_ended_free_their_place_at_once(runners: list[Runner]) -> 
     assert runner.sessions == 0
     idle = runner.session(idle_timeout=0.2)
     wait_until(lambda: runner.sessions == 0, "the idle timeout to end the session")
-    short = runner.session(lifetime=0.5)
+    short = runner.session(lifetime=slow(1))
     wait_until(lambda: runner.sessions == 0, "the lifetime to end the session")
     kept = runner.session()
     assert kept.run("1").committed and runner.sessions == 1
