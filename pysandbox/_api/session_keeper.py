@@ -42,7 +42,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 HEADER = struct.Struct(">BI")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -64,7 +64,12 @@ CHUNK = 65536
 
 def write_frame(fd: int, kind: int, payload: bytes) -> None:
     """Write one frame whole to ``fd`` (blocking)."""
-    view = memoryview(HEADER.pack(kind, len(payload)) + payload)
+    write_all(fd, HEADER.pack(kind, len(payload)) + payload)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write ``data`` whole to ``fd`` (blocking)."""
+    view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
 
@@ -205,7 +210,7 @@ class State:
         value, error = None, None
         me = os.getpid()
         try:
-            value = self.execute(code, name)
+            value = self.execute(code, name, self.namespace)
         except MemoryError:
             self.flush()
             write_frame(self.result_fd, OUT_OF_MEMORY, b"{}")
@@ -231,28 +236,40 @@ class State:
         done = {"pid": me, "value": shown, "error": error}
         write_frame(self.result_fd, FINISHED, json.dumps(done).encode())
 
-    @staticmethod
-    def warm_up() -> None:
+    def warm_up(self) -> None:
         """In a spare, before its call comes: do once what every call does (read a
         request, compile, run, report), so that the memory it writes is this process's
         own by then.  Every page a fork shares is copied at its first write (the kernel
         faults it in): about 0.2 ms of a trivial call's time, off its path this way.
-        Touches nothing of the session's state."""
+        The session's namespace and the line cache get an entry they did not hold,
+        taken out again at once: they are as they were (a key of str, for a dict of
+        only str keys is the one the interpreter's fast lookups take)."""
         json.dumps(json.loads('{"code": "x = 1", "cell": 1, "value_max": 1}'))
-        exec(compile(ast.parse("_w = [1]\n_w"), "<warm-up>", "exec"), {})
+        key = "\0pysandbox-warm-up"
+        if key not in self.namespace:
+            self.namespace[key] = None
+            del self.namespace[key]
+        if key not in linecache.cache:
+            linecache.cache[key] = (0, None, [], key)
+            del linecache.cache[key]
+        value = self.execute("_w = [1]\n_w", "<warm-up>", {})
+        self.flush()
+        json.dumps({"pid": os.getpid(), "value": repr(value), "error": None}).encode()
 
-    def execute(self, code: str, name: str) -> object:
-        """Run ``code`` as a notebook cell: the value of a final expression, else None."""
+    @staticmethod
+    def execute(code: str, name: str, namespace: dict[str, Any]) -> object:
+        """Run ``code`` in ``namespace`` as a notebook cell: the value of a final
+        expression, else None."""
         tree = ast.parse(code, name, "exec")
         last = None
         final = tree.body[-1] if tree.body else None
         if isinstance(final, ast.Expr):
             tree.body.pop()
             last = ast.Expression(final.value)
-        exec(compile(tree, name, "exec"), self.namespace)
+        exec(compile(tree, name, "exec"), namespace)
         if last is None:
             return None
-        return eval(compile(last, name, "eval"), self.namespace)
+        return eval(compile(last, name, "eval"), namespace)
 
     @staticmethod
     def flush() -> None:
@@ -277,26 +294,24 @@ def describe(exc: BaseException, cap: int) -> dict[str, str]:
     return {"type": type(exc).__name__, "message": message[:cap], "traceback": text[-cap:]}
 
 
-def parent_of(pid: object) -> int | None:
-    """The parent pid of ``pid``, or None (no such process, or ``pid`` is no int)."""
-    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return int(stat.read().rsplit(b")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
+class Stat(NamedTuple):
+    """What ``/proc/PID/stat`` says of a process."""
+
+    state: bytes
+    parent: int
+    #: CPU seconds of the process and its reaped children.
+    cpu: float
 
 
-def process_stat(pid: int | str) -> tuple[bytes, float] | None:
-    """``(state, cpu seconds of it and its reaped children)`` of ``pid``, or None."""
+def process_stat(pid: int | str) -> Stat | None:
+    """The ``Stat`` of ``pid``, or None (no such process)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
             fields = stat.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
+        ticks = sum(int(field) for field in fields[11:15])
+        return Stat(fields[0], int(fields[1]), ticks / CLOCK_TICKS)
+    except (OSError, IndexError, ValueError):
         return None
-    ticks = sum(int(field) for field in fields[11:15])
-    return fields[0], ticks / CLOCK_TICKS
 
 
 class Keeper:
@@ -406,11 +421,22 @@ class Keeper:
         self.unanswered += 1
 
     def retire(self) -> None:
-        """Reap the state that the last call replaced (its exit frees its memory)."""
+        """End and reap the state that the last call replaced (its exit frees its
+        memory), made the least of the sandbox's tasks first, not to compete with
+        the host's next call for a CPU as it unmaps."""
         if self.retiring:
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, self.retiring, 19)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.retiring, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(self.retiring, 0)
             self.retiring = 0
+            # The new state was the old one's child until now: had it ended, the old
+            # one reaped it, and the keeper would never see that end.
+            state = process_stat(self.state)
+            if state is None or state.state == b"Z":
+                self.fatal("the session's state process ended")
 
 
 class Call:
@@ -503,22 +529,20 @@ class Call:
         # then serve as the state) may become the state.  Any other pid (the init, the
         # keeper, a grandchild) would leave the session without a state process while
         # the call reads as committed.
-        if parent_of(new_state) != keeper.state:
+        pid_like = isinstance(new_state, int) and not isinstance(new_state, bool)
+        own = process_stat(new_state) if pid_like and new_state > 0 else None
+        if own is None or own.parent != keeper.state:
             keeper.fatal("a report of the call's end came from no child of the state")
-        # Reaped once the host has its answer (``Keeper.retire``): a state of many
-        # MiB takes milliseconds to unmap, in its own context, so it is made the least
-        # of the sandbox's tasks first, not to compete with the answer for a CPU.  Its
-        # CPU time is not the call's.
-        with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, keeper.state, 19)
-        os.kill(keeper.state, signal.SIGKILL)
+        if own.state == b"Z":
+            keeper.fatal("the call's process ended as it finished")
+        # Killed and reaped once the host has its answer (``Keeper.retire``): its
+        # exit unmaps its memory, which takes a CPU for a while (milliseconds for a
+        # state of many MiB) and would hold the answer back.  Till then it waits for
+        # its child, which is all it does.  Its CPU time is not the call's.
         keeper.retiring = keeper.state
         keeper.state = new_state
         self.settle(wait=bool(self.end_strays()))
-        own = process_stat(new_state)
-        if own is None or own[0] == b"Z":
-            keeper.fatal("the call's process ended as it finished")
-        cpu = self.reaped_cpu + own[1]
+        cpu = self.reaped_cpu + own.cpu
         return {
             "outcome": "committed",
             "status": "ok",
@@ -587,7 +611,7 @@ class Call:
             if name.isdigit() and int(name) not in keep:
                 stat = process_stat(name)
                 if stat is not None:
-                    found.append((int(name), stat[1], stat[0] == b"Z"))
+                    found.append((int(name), stat.cpu, stat.state == b"Z"))
         return found
 
     def end_strays(self) -> list[tuple[int, float, bool]]:
@@ -631,8 +655,9 @@ class Call:
             if fd in ready:
                 self.forward(fd, kind)
 
-    def forward(self, fd: int, kind: int) -> None:
-        """Everything now in the stream ``fd`` to the host, within the call's cap."""
+    def forward(self, fd: int, kind: int, into: list[bytes] | None = None) -> None:
+        """Everything now in the stream ``fd`` to the host, within the call's cap: sent
+        at once, or added to ``into`` as frames."""
         while True:
             try:
                 data = os.read(fd, CHUNK)
@@ -646,26 +671,34 @@ class Call:
                 self.truncated[kind] = True
                 if not self.request["truncate"] and self.killed_for is None:
                     self.kill("output_exceeded")
-            if data:
-                self.written[kind] += len(data)
+            if data and into is not None:
+                into.append(HEADER.pack(kind, len(data)) + data)
+            elif data:
                 write_frame(self.keeper.reply_fd, kind, data)
+            self.written[kind] += len(data)
 
     def answer(self, outcome: dict[str, Any]) -> None:
+        """The rest of the call's output, its files and its ``DONE``, in one write: the
+        host wakes once for them."""
         keeper = self.keeper
+        frames: list[bytes] = []
         for fd, kind in ((keeper.out_read, STDOUT), (keeper.err_read, STDERR)):
-            self.forward(fd, kind)
+            self.forward(fd, kind, frames)
         files, files_truncated = changed_files(
             self.before, self.request["files_max"], self.request["files_count"]
         )
         for name, mode, data in files:
             header = json.dumps({"name": name, "mode": mode}).encode()
-            write_frame(keeper.reply_fd, FILE, struct.pack(">I", len(header)) + header + data)
+            payload = struct.pack(">I", len(header)) + header + data
+            frames.append(HEADER.pack(FILE, len(payload)) + payload)
         outcome.update(
             stdout_truncated=self.truncated[STDOUT],
             stderr_truncated=self.truncated[STDERR],
             files_truncated=files_truncated,
         )
-        write_frame(keeper.reply_fd, DONE, json.dumps(outcome).encode())
+        done = json.dumps(outcome).encode()
+        frames.append(HEADER.pack(DONE, len(done)) + done)
+        write_all(keeper.reply_fd, b"".join(frames))
 
 
 def peak_rss(pid: int) -> int:

@@ -63,6 +63,23 @@ def test_state_lives_between_calls_as_in_a_notebook(marked: tuple[Session, str])
     assert session.run("import os; os.getcwd()").value == "'/sandbox'"
 
 
+def test_the_namespace_holds_only_what_the_code_put_there(
+    marked: tuple[Session, str],
+) -> None:
+    """Each call's process warms itself up on the session's dicts before its call
+    comes: that leaves no key behind and takes none away, a key like its own
+    included."""
+    session, _ = marked
+    session.run("globals()['\\0pysandbox-warm-up'] = 'mine'\nimport linecache")
+    session.run("before = set(globals())")
+    session.run("y = 2")
+    result = session.run("sorted(set(globals()) - before), sorted(before - set(globals()))")
+    assert result.value == "(['before', 'y'], [])", result
+    key = "'\\0pysandbox-warm-up'"
+    kept = session.run(f"globals()[{key}], {key} in linecache.cache")
+    assert kept.value == "('mine', False)", kept
+
+
 def test_an_exception_comes_back_as_data_and_the_session_goes_on(
     marked: tuple[Session, str],
 ) -> None:
