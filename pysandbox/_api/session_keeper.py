@@ -244,7 +244,13 @@ class State:
         The session's namespace and the line cache get an entry they did not hold,
         taken out again at once: they are as they were (a key of str, for a dict of
         only str keys is the one the interpreter's fast lookups take)."""
-        json.dumps(json.loads('{"code": "x = 1", "cell": 1, "value_max": 1}'))
+        ends = os.pipe()
+        try:
+            write_frame(ends[1], CALL, b'{"code": "x = 1", "cell": 0, "value_max": 1}')
+            json.loads(read_frame(ends[0])[1])
+        finally:
+            os.close(ends[0])
+            os.close(ends[1])
         key = "\0pysandbox-warm-up"
         if key not in self.namespace:
             self.namespace[key] = None
