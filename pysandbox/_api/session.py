@@ -6,7 +6,7 @@ The sandbox is an ordinary launch (``_launch.launch``, in a thread of the sessio
 the session's whole life): every protection of a one-shot run holds, the lifeline and
 the cgroup included, and the session's limits are the launch's (memory, disk, processes
 for the whole sandbox; ``lifetime`` as its wall time, ``cpu_budget`` as its CPU time).
-Its program is the keeper (``session_keeper.py``), reached through two pipes
+Its program is the keeper (``session_keeper.py``), reached through three pipes
 (``session_channel.py``); per-call limits are the keeper's to apply, and the host
 bounds each call again (its wall time plus ``GRACE``, its caps): a keeper that breaks
 the protocol or goes silent loses the session, never the caller.
@@ -36,10 +36,13 @@ from .session_channel import (
     CONTROL_MAX,
     FATAL,
     READY,
+    WRITTEN,
     Channel,
     ChannelTimeout,
     ProtocolError,
-    call_request,
+    code_request,
+    limits_request,
+    upload_request,
 )
 from .session_idle import IdleWatch
 from .session_plan import CHANNELS, session_plan
@@ -108,7 +111,7 @@ class Session:
         if limits.open_files < MIN_OPEN_FILES + CHANNELS:
             raise ValueError(
                 f"limits.open_files must be at least {MIN_OPEN_FILES + CHANNELS} for a "
-                "session (its two pipes to the host)"
+                "session (its three pipes to the host)"
             )
         self.limits = limits
         self.lifetime = positive_seconds(lifetime, "lifetime")
@@ -128,8 +131,11 @@ class Session:
         self._idle: IdleWatch | None = None
         request_read, request_write = os.pipe()
         reply_read, reply_write = os.pipe()
-        self._channel = Channel(request_write, reply_read)
-        inside = (request_read, reply_write)
+        call_read, call_write = os.pipe()
+        self._channel = Channel(request_write, reply_read, call_write)
+        inside = (request_read, reply_write, call_read)
+        #: Calls sent so far, each's number in its traceback (``<cell-N>``).
+        self._cells = 0
         try:
             plan = session_plan(
                 limits,
@@ -330,7 +336,6 @@ class Session:
         shown: tuple[OnOutput, OnOutput],
     ) -> CellResult:
         order = {
-            "code": code,
             "wall": limits.wall_time,
             "cpu": limits.cpu_time,
             "stdout": limits.stdout,
@@ -338,13 +343,13 @@ class Session:
             "truncate": limits.truncate_output,
             "files_max": limits.files_out,
             "files_count": limits.files_out_count,
-            "value_max": VALUE_CAP,
         }
         started = time.monotonic()
+        deadline = started + limits.wall_time + GRACE
         reply = Reply(limits, *shown)
         try:
-            self._channel.send(call_request(order, inputs))
-            stopped_by = self._collect(reply, started + limits.wall_time + GRACE, cancel)
+            self._start(code, order, inputs, deadline)
+            stopped_by = self._collect(reply, deadline, cancel)
             # Inside the try: a DONE whose fields are unfit (a value that is no str, an
             # error that is no dict...) is a broken protocol too, and must lose the
             # session rather than raise ProtocolError at the caller.
@@ -356,6 +361,32 @@ class Session:
         if stopped_by is not None:
             raise stopped_by
         return result
+
+    def _start(
+        self,
+        code: str,
+        order: Mapping[str, object],
+        inputs: list[tuple[str, int, bytes]],
+        deadline: float,
+    ) -> None:
+        """Send a call: its input files to the keeper, which writes them before the
+        call starts; its code to the state; its limits to the keeper.  Anything that
+        stops it half-sent (Ctrl-C) ends the session: what the sandbox has of the call
+        could be taken for a later one's."""
+        self._cells += 1
+        try:
+            if inputs:
+                self._channel.send(upload_request(inputs), deadline)
+                kind, payload = self._channel.receive(deadline, {WRITTEN: 2, FATAL: CONTROL_MAX})
+                if kind == FATAL:
+                    raise ProtocolError(fatal_reason(payload))
+            self._channel.send_code(code_request(code, self._cells, VALUE_CAP), deadline)
+            self._channel.send(limits_request(order), deadline)
+        except ProtocolError:
+            raise
+        except BaseException:
+            self._end("a call was stopped as it was sent")
+            raise
 
     def _collect(
         self, reply: Reply, deadline: float, cancel: CancelEvent | None

@@ -9,8 +9,9 @@ Anything else is a ``ProtocolError``, after which the session is killed: the hos
 waits for a frame past its deadline and never keeps more than the caps of one call.
 
 Frames: one byte of kind, four of length (big-endian), the payload; the kinds are the
-keeper's (``CALL`` and ``INTERRUPT`` from the host; ``READY``, ``STDOUT``, ``STDERR``,
-``FILE``, ``DONE``, ``FATAL`` to it).
+keeper's (``CALL``, ``INTERRUPT`` and ``UPLOAD`` from the host; ``READY``, ``STDOUT``,
+``STDERR``, ``FILE``, ``DONE``, ``FATAL`` and ``WRITTEN`` to it).  A call's code goes
+on a pipe of its own, the call pipe, straight to the session's state process.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import os
 import select
 import struct
 import time
+from collections.abc import Mapping
 
 from .._model.untrusted import UntrustedInputError, loads
 
@@ -34,17 +36,21 @@ __all__ = [
     "READY",
     "STDERR",
     "STDOUT",
+    "UPLOAD",
+    "WRITTEN",
     "Channel",
     "ChannelTimeout",
     "ProtocolError",
-    "call_request",
+    "code_request",
     "control",
     "finite",
+    "limits_request",
+    "upload_request",
 ]
 
 HEADER = struct.Struct(">BI")
-CALL, INTERRUPT = ord("C"), ord("I")
-READY, STDOUT, STDERR, FILE, DONE, FATAL = (ord(c) for c in "ROEFDX")
+CALL, INTERRUPT, UPLOAD = ord("C"), ord("I"), ord("U")
+READY, STDOUT, STDERR, FILE, DONE, FATAL, WRITTEN = (ord(c) for c in "ROEFDXW")
 #: The keeper's output chunks are at most 64 KiB; control messages are small.
 CHUNK_MAX = 65536
 CONTROL_MAX = 1 << 20
@@ -59,13 +65,27 @@ class ChannelTimeout(ProtocolError):
     """The deadline of ``Channel.receive`` passed before a whole frame came."""
 
 
-def call_request(order: dict[str, object], files: list[tuple[str, int, bytes]]) -> bytes:
-    """A ``CALL`` frame: the JSON ``order`` (which lists the files as ``[name, size,
-    mode]``), then the files' bytes."""
-    order = {**order, "files": [[name, len(data), mode] for name, mode, data in files]}
-    body = json.dumps(order).encode("utf-8")
-    payload = b"".join([_U32.pack(len(body)), body, *(data for _, _, data in files)])
-    return HEADER.pack(CALL, len(payload)) + payload
+def _frame(kind: int, payload: bytes) -> bytes:
+    return HEADER.pack(kind, len(payload)) + payload
+
+
+def limits_request(order: Mapping[str, object]) -> bytes:
+    """The keeper's ``CALL`` frame: the call's limits, the JSON ``order``."""
+    return _frame(CALL, json.dumps(order).encode("utf-8"))
+
+
+def code_request(code: str, cell: int, value_max: int) -> bytes:
+    """The call pipe's ``CALL`` frame: the code of the session's call number ``cell``,
+    and how long the ``repr`` of its value may be."""
+    order = {"code": code, "cell": cell, "value_max": value_max}
+    return _frame(CALL, json.dumps(order).encode("utf-8"))
+
+
+def upload_request(files: list[tuple[str, int, bytes]]) -> bytes:
+    """An ``UPLOAD`` frame: the JSON list of the ``(name, mode, data)`` files as
+    ``[name, size, mode]``, then their bytes."""
+    body = json.dumps([[name, len(data), mode] for name, mode, data in files]).encode("utf-8")
+    return _frame(UPLOAD, b"".join([_U32.pack(len(body)), body, *(d for _, _, d in files)]))
 
 
 def finite(value: object, what: str) -> float:
@@ -78,27 +98,32 @@ def finite(value: object, what: str) -> float:
 
 
 class Channel:
-    """The two pipes of one session: ``send`` to the keeper, ``receive`` from it.
+    """The three pipes of one session, the host's ends: ``send`` to the keeper,
+    ``send_code`` to the state, ``receive`` from the keeper.
 
-    Owns both fds; ``close`` closes them (idempotent).  Not thread-safe: one call at a
+    Owns the fds; ``close`` closes them (idempotent).  Not thread-safe: one call at a
     time, which ``Session`` ensures (an interrupt is written with ``os.write`` of one
-    small frame, atomic on a pipe)."""
+    small frame, atomic on a pipe).  Writes wait at most until a deadline: the other
+    end may stop reading."""
 
-    def __init__(self, request_fd: int, reply_fd: int) -> None:
+    def __init__(self, request_fd: int, reply_fd: int, call_fd: int) -> None:
         self.request_fd = request_fd
         self.reply_fd = reply_fd
+        self.call_fd = call_fd
+        for fd in (request_fd, call_fd):
+            os.set_blocking(fd, False)
         self._buffer = bytearray()
         self._poll = select.poll()
         self._poll.register(reply_fd, select.POLLIN)
 
-    def send(self, frame: bytes) -> None:
-        """Write ``frame`` whole; ``ProtocolError`` when the keeper is gone."""
-        view = memoryview(frame)
-        try:
-            while view:
-                view = view[os.write(self.request_fd, view) :]
-        except (BrokenPipeError, OSError) as exc:
-            raise ProtocolError(f"the keeper stopped reading ({exc.strerror})") from None
+    def send(self, frame: bytes, deadline: float) -> None:
+        """Write ``frame`` whole to the keeper; ``ProtocolError`` when it is gone or
+        has not taken it by ``deadline`` (``time.monotonic()``)."""
+        _write(self.request_fd, frame, deadline, "the keeper")
+
+    def send_code(self, frame: bytes, deadline: float) -> None:
+        """Write ``frame`` whole to the call pipe, as ``send``."""
+        _write(self.call_fd, frame, deadline, "the session's state")
 
     def interrupt(self) -> None:
         """Ask the keeper to end the running call (one atomic write; a gone keeper is
@@ -135,10 +160,28 @@ class Channel:
         self._buffer += data
 
     def close(self) -> None:
-        for fd in (self.request_fd, self.reply_fd):
+        for fd in (self.request_fd, self.reply_fd, self.call_fd):
             if fd >= 0:
                 os.close(fd)
-        self.request_fd = self.reply_fd = -1
+        self.request_fd = self.reply_fd = self.call_fd = -1
+
+
+def _write(fd: int, data: bytes, deadline: float, reader: str) -> None:
+    """Write ``data`` whole to the non-blocking pipe ``fd``, waiting for room until
+    ``deadline``; ``ProtocolError`` naming the ``reader`` when it is gone or slow."""
+    view = memoryview(data)
+    room = select.poll()
+    room.register(fd, select.POLLOUT)
+    try:
+        while view:
+            try:
+                view = view[os.write(fd, view) :]
+            except BlockingIOError:
+                left = deadline - time.monotonic()
+                if left <= 0 or not room.poll(max(1, math.ceil(left * 1000))):
+                    raise ChannelTimeout(f"{reader} did not take the request in time") from None
+    except OSError as exc:
+        raise ProtocolError(f"{reader} stopped reading ({exc.strerror})") from None
 
 
 def control(payload: bytes) -> dict[str, object]:

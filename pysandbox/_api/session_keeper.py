@@ -2,7 +2,7 @@
 """The keeper: the program a ``Session``'s sandbox runs, and its only link to the host.
 
 Never imported on the host: ``session.py`` reads this file's text and shows it to the
-sandbox as its program (``python -u KEEPER REQUEST_FD REPLY_FD``), so it imports nothing
+sandbox as its program (``python -u KEEPER REQUEST_FD REPLY_FD CALL_FD``), so it imports nothing
 of pysandbox and runs on every supported Python.  Everything it says to the host is
 checked there as hostile input (``session_channel.py``): the code of the session runs
 with the keeper's uid and may forge, stop or kill it, which can only lose its own
@@ -17,9 +17,15 @@ Three kinds of process, all below the init:
 * the state process: holds the session's ``__main__``; for each call it forks a call
   process and waits for it.
 * the call process: runs the code.  When the code ends without a limit ending it, it
-  tells the keeper (``DONE``) and becomes the state process; the keeper kills the old
-  one.  When a limit ends it (or it crashes), its parent, untouched, stays the state:
-  the call is rolled back, every object as it was before it.
+  tells the keeper (``FINISHED``) and becomes the state process; the keeper kills the
+  old one.  When a limit ends it (or it crashes), its parent, untouched, stays the
+  state: the call is rolled back, every object as it was before it.
+
+Three pipes come from the host: requests to the keeper, the keeper's replies, and the
+call pipe, on which the host writes a call's code straight to the state (the call
+process, forked ahead of its call, reads it), while it tells the keeper the call's
+limits on the request pipe: a call's start wakes the two at once, not one after the
+other.  The keeper empties the call pipe after each call.
 
 Frames, both ways and on the internal result pipe: one byte of kind, four of length
 (big-endian), the payload.
@@ -48,11 +54,12 @@ HEADER = struct.Struct(">BI")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 #: How often a running call's CPU time is added up.
 TICK = 0.02
-#: Host to keeper: a call (JSON, then the input files' bytes); an interrupt.
-CALL, INTERRUPT = ord("C"), ord("I")
+#: Host to keeper: a call's limits (JSON); an interrupt; a call's input files (JSON,
+#: then their bytes).  Host to the state, on the call pipe: a call's code (JSON).
+CALL, INTERRUPT, UPLOAD = ord("C"), ord("I"), ord("U")
 #: Keeper to host: ready; a chunk of stdout, of stderr; an output file; a call's end;
-#: the session's end.
-READY, STDOUT, STDERR, FILE, DONE, FATAL = (ord(c) for c in "ROEFDX")
+#: the session's end; the input files are written.
+READY, STDOUT, STDERR, FILE, DONE, FATAL, WRITTEN = (ord(c) for c in "ROEFDXW")
 #: State and call processes to keeper: started; the code ended; it ran out of memory;
 #: the call process ended (told by its parent, the state process).
 STARTED, FINISHED, OUT_OF_MEMORY, ENDED = (ord(c) for c in "sfme")
@@ -108,7 +115,8 @@ PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
 class State:
     """The session's interpreter state: the state and call processes' side."""
 
-    def __init__(self, control_fd: int, result_fd: int) -> None:
+    def __init__(self, call_fd: int, control_fd: int, result_fd: int) -> None:
+        self.call_fd = call_fd
         self.control_fd = control_fd
         self.result_fd = result_fd
         main = type(sys)("__main__")
@@ -117,8 +125,6 @@ class State:
         self.namespace["__builtins__"] = __builtins__
         sys.argv = [""]
         sys.path[0] = ""
-        #: The number of the next call, as the keeper counts them from 1.
-        self.next_cell = 1
         # Every call process is the first the kernel's OOM killer takes (the keeper
         # stays at 0); a process may raise its own score, never lower it again.
         with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as adjust:
@@ -151,19 +157,18 @@ class State:
             return False
 
     def next_request(self) -> dict[str, Any]:
-        """The next call's request from the keeper; the process ends with the pipe.
-        A request of an earlier call is passed over: a spare killed before it read its
-        call's request leaves it in the pipe."""
-        while True:
-            request: dict[str, Any] = json.loads(self.control_frame(CALL))
-            if request["cell"] >= self.next_cell:
-                return request
+        """The next call's request, from the host's call pipe (the keeper empties it
+        after each call, so what it holds is this call's); the process ends with the
+        pipe or on a frame of another kind."""
+        request: dict[str, Any] = json.loads(self.frame_from(self.call_fd, CALL))
+        return request
 
-    def control_frame(self, expected: int) -> bytes:
-        """The payload of the keeper's next frame, which must be of kind ``expected``;
+    @staticmethod
+    def frame_from(fd: int, expected: int) -> bytes:
+        """The payload of the next frame on ``fd``, which must be of kind ``expected``;
         the process ends with the pipe, or on a frame of another kind."""
         try:
-            kind, payload = read_frame(self.control_fd)
+            kind, payload = read_frame(fd)
         except EOFError:
             os._exit(0)
         if kind != expected:
@@ -188,7 +193,7 @@ class State:
     def after_call(self) -> None:
         """Wait for the keeper to have ended what the call left running, reap those of
         them that are this process's children, and say so."""
-        self.next_cell = json.loads(self.control_frame(REAP))["next"]
+        self.frame_from(self.control_fd, REAP)
         while True:
             try:
                 pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -202,7 +207,8 @@ class State:
         """In the call process: wait for the call when it is a spare, run the code,
         tell the keeper, and return to ``serve`` as the new state process."""
         if request is None:
-            self.warm_up()
+            if not select.select([self.call_fd], [], [], 0)[0]:
+                self.warm_up()
             request = self.next_request()
         name = f"<cell-{request['cell']}>"
         code = request["code"]
@@ -237,17 +243,18 @@ class State:
         write_frame(self.result_fd, FINISHED, json.dumps(done).encode())
 
     def warm_up(self) -> None:
-        """In a spare, before its call comes: do once what every call does (read a
-        request, compile, run, report), so that the memory it writes is this process's
-        own by then.  Every page a fork shares is copied at its first write (the kernel
-        faults it in): about 0.2 ms of a trivial call's time, off its path this way.
+        """In a spare, before its call comes (when it has come, the call does this in
+        passing): do once what every call does (read a request, compile, run, report),
+        so that the memory it writes is this process's own by then.  Every page a fork
+        shares is copied at its first write (the kernel faults it in): about 0.2 ms of
+        a trivial call's time, off its path this way.
         The session's namespace and the line cache get an entry they did not hold,
         taken out again at once: they are as they were (a key of str, for a dict of
         only str keys is the one the interpreter's fast lookups take)."""
         ends = os.pipe()
         try:
             write_frame(ends[1], CALL, b'{"code": "x = 1", "cell": 0, "value_max": 1}')
-            json.loads(read_frame(ends[0])[1])
+            json.loads(self.frame_from(ends[0], CALL))
         finally:
             os.close(ends[0])
             os.close(ends[1])
@@ -323,9 +330,10 @@ def process_stat(pid: int | str) -> Stat | None:
 class Keeper:
     """The keeper's side: the host's requests, the state process, the calls."""
 
-    def __init__(self, request_fd: int, reply_fd: int) -> None:
+    def __init__(self, request_fd: int, reply_fd: int, call_fd: int) -> None:
         self.request_fd = request_fd
         self.reply_fd = reply_fd
+        self.call_fd = call_fd
         self.me = os.getpid()
         self.out_read, out_write = os.pipe()
         self.err_read, err_write = os.pipe()
@@ -334,13 +342,15 @@ class Keeper:
         prctl = libc_prctl()
         if prctl is None or prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
             self.fatal("the keeper cannot become a subreaper")
-        self.cells = 0
+        #: The working directory's files as the last call's answer (or the start) left
+        #: them: a call's changed files are those that differ.
+        self.files_seen = walk()
         #: REAP requests whose REAPED has not been read yet, and whether one is due once
         #: the host has its answer.
         self.unanswered = 0
         self.reap_later = False
-        #: The state before the last committed call, killed, until it is reaped (0: none).
-        self.retiring = 0
+        #: The state the last committed call replaced (0: none), until ``retire``.
+        self.replaced = 0
         self.state = os.fork()
         if self.state == 0:
             for fd in (request_fd, reply_fd, self.out_read, self.err_read):
@@ -353,7 +363,7 @@ class Keeper:
             os.close(err_write)
             os.close(0)
             os.open("/dev/null", os.O_RDONLY)
-            State(control_read, result_write).serve()
+            State(call_fd, control_read, result_write).serve()
         prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
         for fd in (out_write, err_write, control_read, result_write):
             os.close(fd)
@@ -400,44 +410,56 @@ class Keeper:
             except EOFError:
                 os._exit(0)
             if kind == CALL:
-                self.call(payload)
+                Call(self, json.loads(payload)).run()
+                if self.reap_later:
+                    self.send_reap()
+                self.retire()
+            elif kind == UPLOAD:
+                self.upload(payload)
             elif kind != INTERRUPT:
                 self.fatal(f"unknown request {kind}")
 
-    def call(self, payload: bytes) -> None:
+    def upload(self, payload: bytes) -> None:
+        """Write a call's input files (a JSON list of ``[name, size, mode]``, then their
+        bytes) to the working directory, and say so.  They are not the call's changes."""
         (size,) = struct.unpack_from(">I", payload)
-        request = json.loads(payload[4 : 4 + size])
         offset = 4 + size
-        for name, length, mode in request["files"]:
+        for name, length, mode in json.loads(payload[4:offset]):
             path = os.path.join("/sandbox", name)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
             with os.fdopen(descriptor, "wb") as out:
                 out.write(payload[offset : offset + length])
             offset += length
-        Call(self, request).run()
-        if self.reap_later:
-            self.send_reap()
-        self.retire()
+            self.files_seen[name] = facts_of(os.stat(path, follow_symlinks=False))
+        write_frame(self.reply_fd, WRITTEN, b"{}")
+
+    def drain_calls(self) -> None:
+        """Empty the call pipe: a call process that a limit ended before it had read
+        its request whole left (some of) it there, which the next must not take for
+        its own.  The host writes the next request only once it has this call's answer."""
+        while select.select([self.call_fd], [], [], 0)[0]:
+            if not os.read(self.call_fd, CHUNK):
+                return
 
     def send_reap(self) -> None:
         """Tell the state that the call is over (``State.after_call``)."""
         self.reap_later = False
-        write_frame(self.control_write, REAP, json.dumps({"next": self.cells + 1}).encode())
+        write_frame(self.control_write, REAP, b"{}")
         self.unanswered += 1
 
     def retire(self) -> None:
         """End and reap the state that the last call replaced (its exit frees its
         memory), made the least of the sandbox's tasks first, not to compete with
         the host's next call for a CPU as it unmaps."""
-        if self.retiring:
+        if self.replaced:
             with contextlib.suppress(OSError):
-                os.setpriority(os.PRIO_PROCESS, self.retiring, 19)
+                os.setpriority(os.PRIO_PROCESS, self.replaced, 19)
             with contextlib.suppress(ProcessLookupError):
-                os.kill(self.retiring, signal.SIGKILL)
+                os.kill(self.replaced, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError):
-                os.waitpid(self.retiring, 0)
-            self.retiring = 0
+                os.waitpid(self.replaced, 0)
+            self.replaced = 0
             # The new state was the old one's child until now: had it ended, the old
             # one reaped it, and the keeper would never see that end.
             state = process_stat(self.state)
@@ -457,24 +479,18 @@ class Call:
         self.reaped_cpu = 0.0
         self.killed_for: str | None = None
         self.deadline = 0.0
-        self.before = walk()
 
     def run(self) -> None:
+        """Watch the call (its code came to the state on the call pipe) until it ends,
+        then answer the host."""
         keeper = self.keeper
         deadline = self.deadline = time.monotonic() + self.request["wall"]
-        keeper.cells += 1
-        order = {
-            "code": self.request["code"],
-            "value_max": self.request["value_max"],
-            "cell": keeper.cells,
-        }
-        write_frame(keeper.control_write, CALL, json.dumps(order).encode())
         outcome = None
         while outcome is None:
             now = time.monotonic()
             if now >= deadline and self.killed_for is None:
                 self.kill("wall_time_exceeded")
-            timeout = TICK if self.killed_for is None else 0.5
+            timeout = TICK
             if self.killed_for is None:
                 timeout = min(timeout, max(0.0, deadline - now))
             readable = [keeper.result_read, keeper.out_read, keeper.err_read, keeper.request_fd]
@@ -488,9 +504,14 @@ class Call:
             if keeper.result_read in ready or keeper.results:
                 outcome = self.result()
             self.reap()
+            if outcome is None and self.killed_for is not None:
+                # A call process the state forked after the kill (it was still
+                # reaping what the last call left) is ended as it comes.
+                self.end_strays()
             running = outcome is None and self.killed_for is None
             if running and self.cpu_now() > self.request["cpu"]:
                 self.kill("cpu_time_exceeded")
+        keeper.drain_calls()
         self.answer(outcome)
 
     def request_from_host(self) -> None:
@@ -541,11 +562,10 @@ class Call:
             keeper.fatal("a report of the call's end came from no child of the state")
         if own.state == b"Z":
             keeper.fatal("the call's process ended as it finished")
-        # Killed and reaped once the host has its answer (``Keeper.retire``): its
-        # exit unmaps its memory, which takes a CPU for a while (milliseconds for a
-        # state of many MiB) and would hold the answer back.  Till then it waits for
-        # its child, which is all it does.  Its CPU time is not the call's.
-        keeper.retiring = keeper.state
+        # Killed once the host has its answer (``Keeper.retire``): its exit would
+        # take a CPU from the answer.  Till then it waits for its child, which is all
+        # it does.  Its CPU time is not the call's.
+        keeper.replaced = keeper.state
         keeper.state = new_state
         self.settle(wait=bool(self.end_strays()))
         cpu = self.reaped_cpu + own.cpu
@@ -610,8 +630,9 @@ class Call:
 
     def others(self) -> list[tuple[int, float, bool]]:
         """Every process of the sandbox but the init, the keeper and the state (and the
-        state being retired): ``(pid, CPU seconds, whether it is a zombie)``."""
-        keep = {1, self.keeper.me, self.keeper.state, self.keeper.retiring}
+        state a call replaced): ``(pid, CPU seconds, whether it is a zombie)``."""
+        keeper = self.keeper
+        keep = {1, keeper.me, keeper.state, keeper.replaced}
         found = []
         for name in os.listdir("/proc"):
             if name.isdigit() and int(name) not in keep:
@@ -647,8 +668,8 @@ class Call:
                 return
             if pid == self.keeper.state:
                 self.keeper.fatal("the session's state process ended")
-            if pid == self.keeper.retiring:
-                self.keeper.retiring = 0
+            if pid == self.keeper.replaced:
+                self.keeper.replaced = 0
                 continue
             self.reaped_cpu += usage.ru_utime + usage.ru_stime
 
@@ -690,8 +711,8 @@ class Call:
         frames: list[bytes] = []
         for fd, kind in ((keeper.out_read, STDOUT), (keeper.err_read, STDERR)):
             self.forward(fd, kind, frames)
-        files, files_truncated = changed_files(
-            self.before, self.request["files_max"], self.request["files_count"]
+        files, files_truncated, keeper.files_seen = changed_files(
+            keeper.files_seen, self.request["files_max"], self.request["files_count"]
         )
         for name, mode, data in files:
             header = json.dumps({"name": name, "mode": mode}).encode()
@@ -719,9 +740,17 @@ def peak_rss(pid: int) -> int:
     return 0
 
 
-def walk(top: str = "/sandbox") -> dict[str, tuple[int, int, int, int]]:
-    """``{relative path: (mtime_ns, size, inode, mode)}`` of the regular files below
-    ``top``, links not followed."""
+Facts = tuple[int, int, int, int]
+
+
+def facts_of(info: os.stat_result) -> Facts:
+    """What tells a file's versions apart: ``(mtime_ns, size, inode, mode)``."""
+    return info.st_mtime_ns, info.st_size, info.st_ino, info.st_mode
+
+
+def walk(top: str = "/sandbox") -> dict[str, Facts]:
+    """``{relative path: facts_of(its stat)}`` of the regular files below ``top``,
+    links not followed."""
     found = {}
     pending = [""]
     while pending:
@@ -736,21 +765,21 @@ def walk(top: str = "/sandbox") -> dict[str, tuple[int, int, int, int]]:
                 if entry.is_dir(follow_symlinks=False):
                     pending.append(name)
                 elif entry.is_file(follow_symlinks=False):
-                    info = entry.stat(follow_symlinks=False)
-                    found[name] = (info.st_mtime_ns, info.st_size, info.st_ino, info.st_mode)
+                    found[name] = facts_of(entry.stat(follow_symlinks=False))
             except OSError:
                 continue
     return found
 
 
 def changed_files(
-    before: dict[str, tuple[int, int, int, int]], max_bytes: int, max_count: int
-) -> tuple[list[tuple[str, int, bytes]], bool]:
-    """The files the call made or changed, within the caps: ``([(name, mode, data)],
-    truncated)``."""
+    before: dict[str, Facts], max_bytes: int, max_count: int
+) -> tuple[list[tuple[str, int, bytes]], bool, dict[str, Facts]]:
+    """The files that differ from ``before``, within the caps: ``([(name, mode, data)],
+    truncated, the files as they are now)``."""
     files: list[tuple[str, int, bytes]] = []
     total, truncated = 0, False
-    for name, facts in sorted(walk().items()):
+    now = walk()
+    for name, facts in sorted(now.items()):
         if before.get(name) == facts:
             continue
         if len(files) >= max_count or total + facts[1] > max_bytes:
@@ -768,9 +797,9 @@ def changed_files(
             continue
         total += len(data)
         files.append((name, facts[3] & 0o777, data))
-    return files, truncated
+    return files, truncated, now
 
 
 if __name__ == "__main__":
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    Keeper(int(sys.argv[1]), int(sys.argv[2])).serve()
+    Keeper(*(int(fd) for fd in sys.argv[1:4])).serve()

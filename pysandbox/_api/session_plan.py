@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """The ``Plan`` of a session's sandbox: a ``run_python``-like sandbox whose program is
-the keeper (``session_keeper.py``, shown read-only at ``KEEPER_PATH``), with the two
+the keeper (``session_keeper.py``, shown read-only at ``KEEPER_PATH``), with the three
 pipes to the host open in it, the session's lifetime as its wall time and its CPU
 budget as its CPU limit (and ``RLIMIT_CPU``, which otherwise would be one call's)."""
 
@@ -23,8 +23,8 @@ __all__ = ["CHANNELS", "KEEPER_PATH", "session_plan"]
 #: Where the keeper's code is shown, read-only, inside the sandbox (not below
 #: ``/.pysandbox``, which only the init may read).
 KEEPER_PATH = "/.pysandbox-session/keeper.py"
-#: Pipes a session passes into its sandbox: requests in, replies out.
-CHANNELS = 2
+#: Pipes a session passes into its sandbox: requests in, replies out, calls' code in.
+CHANNELS = 3
 #: Bytes the keeper itself may write to its stdout and stderr (a traceback of its own).
 _KEEPER_OUTPUT_CAP = 64 * 1024
 
@@ -37,12 +37,12 @@ def session_plan(
     files_stream: bytes | None,
     readable: Sequence[str],
     env_options: Sequence[str],
-    channels: tuple[int, int],
+    channels: tuple[int, int, int],
     cancel: CancelEvent,
 ) -> Plan:
     """The plan of a session with ``limits``, its checked ``readable`` paths, ``env``
     as bwrap options, its first files as a stream, and ``channels`` (the sandbox's ends
-    of the request and reply pipes); ``cancel`` kills it."""
+    of the request, reply and call pipes); ``cancel`` kills it."""
     payloads = [] if files_stream is None else [files_stream]
     layout = FdLayout.of(payloads=len(payloads), code=True, binds=len(readable), channels=CHANNELS)
     init_options = ["--files-dir", bwrap.WORKDIR]

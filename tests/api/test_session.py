@@ -146,6 +146,24 @@ def test_many_rollbacks_in_a_row_keep_every_variable(marked: tuple[Session, str]
     assert session.run("sum(values)").value == str(sum(range(1000)))
 
 
+@pytest.mark.parametrize("padding", [0, 300_000], ids=["small", "larger_than_a_pipe"])
+def test_a_call_ended_before_it_read_its_code_leaves_no_trace(
+    marked: tuple[Session, str], padding: int
+) -> None:
+    """A wall time so short that the call process is killed before it has read its
+    code (or while it reads it: the code is larger than a pipe holds): what it did not
+    read must not be taken by the next call for its own."""
+    session, _ = marked
+    session.run("count = 0")
+    committed = 0
+    for _ in range(10):
+        code = "count += 1\n" + "#" * padding
+        committed += session.run(code, wall_time=1e-5).committed
+    result = session.run("count")
+    assert result.value == str(committed), result
+    assert session.run("count * 2").value == str(2 * committed)
+
+
 def test_no_process_a_call_started_outlives_it(marked: tuple[Session, str]) -> None:
     session, _ = marked
     child = unique_marker()
@@ -342,6 +360,24 @@ def test_a_thread_runs_on_and_the_next_call_sees_its_work(
     time.sleep(0.3)
     seen = session.run("len(ticks) > 5")
     assert seen.value == "True", seen
+
+
+def test_a_file_a_thread_writes_between_calls_comes_back_with_the_next(
+    marked: tuple[Session, str],
+) -> None:
+    """A call's files are those that changed since the last call's answer: what a
+    thread wrote in between is not lost, and an input file the call did not change
+    does not come back."""
+    session, _ = marked
+    started = session.run(
+        "import threading, time\n"
+        "def later():\n    time.sleep(0.2)\n    open('late.txt', 'w').write('late')\n"
+        "threading.Thread(target=later, daemon=True).start()"
+    )
+    assert started.committed and dict(started.files) == {}, started
+    time.sleep(slow(1))
+    result = session.run("x = 1", files={"given.txt": b"kept"})
+    assert dict(result.files) == {"late.txt": b"late"}, result
 
 
 def test_a_child_forked_by_the_code_that_runs_on_ends_at_the_cells_end(

@@ -239,10 +239,16 @@ def send(data):
         while view:
             view = view[os.write(fd, view):]
 
+def parent(pid):
+    with open(f"/proc/{pid}/stat", "rb") as stat:
+        return int(stat.read().rsplit(b")", 1)[1].split()[1])
+
 def tree():
-    state = os.getppid()
-    with open(f"/proc/{state}/stat", "rb") as stat:
-        keeper = int(stat.read().rsplit(b")", 1)[1].split()[1])
+    # The keeper is the init's child; the state this call's parent (the state it
+    # replaced may still be between them, as it ends).
+    state = keeper = os.getppid()
+    while parent(keeper) != 1:
+        keeper = parent(keeper)
     return keeper, state
 """
 

@@ -55,7 +55,8 @@ def read_all(data: bytes, deadline: float = 2.0) -> CellResult:
     the host reads a call's reply: a ``CellResult``, or ``ProtocolError``."""
     reply_read, reply_write = os.pipe()
     request_read, request_write = os.pipe()
-    channel = Channel(request_write, reply_read)
+    call_read, call_write = os.pipe()
+    channel = Channel(request_write, reply_read, call_write)
 
     def feed() -> None:
         # The reader may stop at a protocol error with data unread: EPIPE then.
@@ -75,6 +76,7 @@ def read_all(data: bytes, deadline: float = 2.0) -> CellResult:
     finally:
         channel.close()
         os.close(request_read)
+        os.close(call_read)
         writer.join()
 
 
@@ -128,9 +130,26 @@ def test_each_hostile_reply_is_one_protocol_error(data: bytes) -> None:
     assert time.monotonic() - started < 5
 
 
+def test_a_keeper_that_stops_reading_is_a_protocol_error_at_the_deadline() -> None:
+    """A request larger than a pipe holds, to a keeper that reads none of it (the code
+    may stop it): the host gives up at the deadline instead of blocking."""
+    request_read, request_write = os.pipe()
+    call_read, call_write = os.pipe()
+    reply_read, reply_write = os.pipe()
+    channel = Channel(request_write, reply_read, call_write)
+    started = time.monotonic()
+    for send in (channel.send, channel.send_code):
+        with pytest.raises(ProtocolError, match="in time"):
+            send(b"x" * (1 << 20), time.monotonic() + 0.3)
+    assert time.monotonic() - started < 5
+    channel.close()
+    for fd in (request_read, call_read, reply_write):
+        os.close(fd)
+
+
 def test_a_silent_keeper_is_a_protocol_error_at_the_deadline() -> None:
     reply_read, reply_write = os.pipe()
-    channel = Channel(os.dup(reply_write), reply_read)
+    channel = Channel(os.dup(reply_write), reply_read, os.dup(reply_write))
     started = time.monotonic()
     with pytest.raises(ProtocolError, match="in time"):
         channel.receive(started + 0.3, Reply(LIMITS).bounds())
