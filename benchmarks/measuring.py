@@ -22,11 +22,14 @@ def interleaved(
     warmup: int,
     rounds: int,
     check: Callable[[int, T], None] | None = None,
+    rotate: bool = True,
 ) -> list[list[float]]:
     """Wall times of each of ``calls``: ``warmup`` untimed rounds, then ``rounds`` timed
     ones of one call each, the order rotating every round so that no call always runs
-    first or right after another.  ``check(index, result)`` sees every result (warm-up
-    included) after its call was timed, so a call that fails cannot look fast."""
+    first or right after another (``rotate=False``: the same order every round, so
+    that each call runs right after the one before it in ``calls``, the first after
+    the last).  ``check(index, result)`` sees every result (warm-up included) after its
+    call was timed, so a call that fails cannot look fast."""
     count = len(calls)
     for _ in range(warmup):
         for index, call in enumerate(calls):
@@ -36,7 +39,7 @@ def interleaved(
     samples: list[list[float]] = [[] for _ in calls]
     for round_number in range(rounds):
         for shift in range(count):
-            index = (round_number + shift) % count
+            index = (round_number + shift) % count if rotate else shift
             started = time.perf_counter()
             result = calls[index]()
             samples[index].append(time.perf_counter() - started)
