@@ -21,7 +21,13 @@ Three parts, each measured in the same run as its yardstick:
    its p99 at most 1.5x, the median of ``python3 -I -c pass``.
 2. **Back to back.**  Calls with no pause, one after the other from one thread, in
    alternating blocks: a warm Runner against fresh calls.  Goal: throughput no worse.
-3. **Memory of a waiting sandbox.**  A ``Runner(warm=4)`` once every interpreter waits:
+3. **Two kinds in turn.**  A replay of calls that alternate between two kinds
+   (``run_python`` with the Runner's limits, ``eval_in_sandbox`` with another memory
+   limit) with a pause between calls, through ``Runner(warm=2)``: the share of calls
+   that took a warm sandbox (goal: at least 80 %), and the sandboxes the pool started
+   (goal: at most the calls plus the pool's size).  Calls that differ in their files or
+   environment are still kinds of their own.
+4. **Memory of a waiting sandbox.**  A ``Runner(warm=4)`` once every interpreter waits:
    the proportional set size (PSS: each shared page split among its users) and the
    private memory (USS) of every process of the four sandboxes (bwrap, the init, the
    interpreter), summed and divided by four.  Goal: at most 12 MiB each.
@@ -133,7 +139,7 @@ def back_to_back(settings: Settings) -> dict[str, float]:
     elapsed = {"warm": 0.0, "fresh": 0.0}
     with Runner(warm=2) as runner:
         checked_eval(runner.eval_in_sandbox)
-        ready(runner, 2)
+        ready(runner, 1)
         for _ in range(settings.blocks):
             for kind, call in (
                 ("warm", runner.eval_in_sandbox),
@@ -145,6 +151,23 @@ def back_to_back(settings: Settings) -> dict[str, float]:
                 elapsed[kind] += time.perf_counter() - started
     calls = settings.block * settings.blocks
     return {kind: calls / seconds for kind, seconds in elapsed.items()}
+
+
+def two_kinds(calls: int) -> tuple[int, int, int]:
+    """``calls`` calls of two kinds in turn through ``Runner(warm=2)``, ``PAUSE`` apart:
+    (calls, taken warm, sandboxes started)."""
+    with Runner(warm=2) as runner:
+        ready(runner, 2)
+        for number in range(calls):
+            time.sleep(PAUSE)
+            if number % 2:
+                checked_run_python(runner)
+            else:
+                checked_eval(lambda code: runner.eval_in_sandbox(code, mem_max_mb=200))
+        pool = runner._pool
+        assert pool is not None
+        time.sleep(PAUSE)
+        return calls, pool.taken, pool.started
 
 
 def tree(pid: int) -> list[int]:
@@ -222,8 +245,13 @@ def main(argv: list[str] | None = None) -> int:
         f"warm / fresh = {rates['warm'] / rates['fresh']:.2f} (goal >= 1.0)"
     )
 
+    calls, taken, started = two_kinds(settings.rounds)
+    print(f"\n3. two kinds in turn, {calls} calls, {PAUSE} s apart, Runner(warm=2):")
+    print(f"   warm: {taken / calls:.0%} (goal >= 80%); sandboxes started: {started}")
+    print(f"   (goal <= calls + 2 = {calls + 2})")
+
     pss, uss, processes = waiting_memory()
-    print("\n3. a waiting warm sandbox (4 waiting, each", processes, "processes):")
+    print("\n4. a waiting warm sandbox (4 waiting, each", processes, "processes):")
     print(f"   PSS {pss:.1f} MiB, USS {uss:.1f} MiB per sandbox (goal <= {GOAL_MEMORY_MIB} MiB)")
     print(f"\nload average after: {os.getloadavg()[0]:.2f}")
     return 0

@@ -1,24 +1,33 @@
-# SPDX-License-Identifier: MIT
 """Warm sandboxes: single-use sandboxes started ahead of need, their interpreter waiting.
 
-A ``WarmPool`` keeps up to ``size`` sandboxes of one kind (the ``Plan.start_key`` of the
-last call it served, or of the plan it was made with) started with ``_launch.start(plan)``:
-bwrap has built the sandbox, the init runs, and the interpreter has
-started and waits in the ``open`` of its code file (``_codefile``).  A call whose plan
-has the same key takes one (``take``), hands it its code and runs it to its end, exactly
-as a fresh one; each sandbox runs one call and is gone.  A call that finds none starts a
-fresh sandbox, as without a pool.
+A ``WarmPool`` keeps up to ``size`` sandboxes, in all, of the kinds of plan its calls
+have (``Plan.start_key``: everything of a plan but what belongs to one call), started
+with ``_launch.start(plan)``: bwrap has built the sandbox, the init runs, and the
+interpreter has started and waits in the ``open`` of its code file (``_codefile``).  A
+call whose plan has the key of a waiting sandbox takes it (``take``), hands it its code
+and runs it to its end, exactly as a fresh one; each sandbox runs one call and is gone.
+A call that finds none starts a fresh sandbox, as without a pool.
 
-A keeper thread refills the pool after a call has returned (``served``), never while it
-runs, so the refill's start-up does not compete with the call for the CPU; it starts one
-sandbox at a time.  It also retires sandboxes before the kernel would break their code
-file's lease (half of ``fs.lease-break-time``), and any that ended by themselves, and
-starts their replacements.  ``close`` kills and reaps every waiting sandbox and stops the
-thread.  A sandbox waiting here dies with this process like any other (its lifeline).
+Each call asks for one sandbox of its kind to be started once it has returned
+(``served``): the one it took is replaced, or the next call of a kind it missed finds
+one.  So calls that alternate between kinds find theirs waiting, and the pool never
+starts more sandboxes than its size plus the calls it served.  A pool that is full
+makes room by retiring a sandbox of the kind whose last call is the oldest; the
+requests wait in order, at most ``size`` of them (the oldest are dropped).
+
+A keeper thread starts the sandboxes one at a time, after a call has returned, never
+while it runs, so the start-up does not compete with the call for the CPU.  It also
+retires sandboxes before the kernel would break their code file's lease (half of
+``fs.lease-break-time``), and any that ended by themselves, and starts their
+replacements; a kind whose sandboxes failed to start three times in a row is not
+warmed any more (its calls start fresh sandboxes, which report what fails).  ``close``
+kills and reaps every waiting sandbox and stops the thread.  A sandbox waiting here
+dies with this process like any other (its lifeline).
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
 import threading
@@ -113,7 +122,7 @@ class KeptPool(Generic[_Item]):
 
 
 class WarmPool(KeptPool[tuple[tuple[object, ...], Launched]]):
-    """Up to ``size`` warm sandboxes for the kind of plan last served.  Thread-safe.
+    """Up to ``size`` warm sandboxes of the kinds its calls have.  Thread-safe.
 
     Close it only once no taken sandbox runs (``Runner.close`` first ends the calls):
     the keeper thread, which started every sandbox of the pool, exits then, and bwrap's
@@ -131,8 +140,18 @@ class WarmPool(KeptPool[tuple[tuple[object, ...], Launched]]):
             raise SandboxError(f"warm sandboxes are not possible on this host: {reason}")
         super().__init__(size, "pysandbox-warm")
         self.max_age = lease_break_seconds() / 2
-        self._template = template_of(plan)
-        self._key = self._template.start_key()
+        template = template_of(plan)
+        #: The kind of the last call served (of ``plan`` before any).
+        self._key = template.start_key()
+        #: Sandboxes to start, oldest first: ``(key, template)``.
+        self._requests: collections.deque[tuple[tuple[object, ...], Plan]] = collections.deque(
+            [(self._key, template)] * size, maxlen=size
+        )
+        #: Each kind's plan to start, when a call of it last came, and its failed starts
+        #: in a row.
+        self._templates: dict[tuple[object, ...], Plan] = {self._key: template}
+        self._last_call: dict[tuple[object, ...], float] = {self._key: time.monotonic()}
+        self._kind_failures: dict[tuple[object, ...], int] = {}
         self._keeper.start()
 
     @property
@@ -167,48 +186,89 @@ class WarmPool(KeptPool[tuple[tuple[object, ...], Launched]]):
             launched.close()
 
     def served(self, plan: Plan) -> None:
-        """A call of ``plan``'s kind has returned: keep the pool full of that kind (the
-        sandboxes of another kind are retired).  A plan without code (``run``) changes
-        nothing: its program would run as soon as it started, so it is never warmed."""
+        """A call of ``plan``'s kind has returned: ask for one sandbox of that kind.  A
+        plan without code (``run``) asks for none: its program would run as soon as it
+        started, so it is never warmed."""
         if plan.code_path is None:
             return
         template = template_of(plan)
         key = template.start_key()
         with self._lock:
-            if key != self._key:
-                self._template, self._key = template, key
-                self._failures = 0
+            self._key = key
+            self._templates[key] = template
+            self._last_call[key] = time.monotonic()
+            self._requests.append((key, template))
+            self._forget_old_kinds()
             self._lock.notify_all()
 
+    def _forget_old_kinds(self) -> None:
+        """Keep what the pool knows of kinds bounded (the lock held): past ``4 * size +
+        4`` kinds, those whose last call is the oldest and that nothing waits for or
+        asks for are forgotten."""
+        bound = 4 * self.size + 4
+        if len(self._last_call) <= bound:
+            return
+        held = {key for key, _ in self._ready} | {key for key, _ in self._requests}
+        for key in sorted(self._last_call, key=self._last_call.__getitem__):
+            if len(self._last_call) <= bound:
+                break
+            if key not in held:
+                del self._last_call[key]
+                self._templates.pop(key, None)
+                self._kind_failures.pop(key, None)
+
     def _keep(self) -> None:
-        """The keeper thread: retire, then refill one at a time, until closed; then
-        close every waiting sandbox.  The sandboxes are started here, and this thread
-        outlives them: bwrap's ``--die-with-parent`` would kill a sandbox whose starting
-        thread ended, before its init is reaped."""
+        """The keeper thread: retire, then start what is asked for one at a time, until
+        closed; then close every waiting sandbox.  The sandboxes are started here, and
+        this thread outlives them: bwrap's ``--die-with-parent`` would kill a sandbox
+        whose starting thread ended, before its init is reaped."""
         while True:
             with self._lock:
                 if self._closed:
                     ready, self._ready = self._ready, []
                     break
                 stale = self._stale()
-                wanted = len(self._ready) < self.size and self._failures < 3
-                template, key = self._template, self._key
-            for launched in stale:
+                request = self._next_request() if not stale else None
+                evicted = self._make_room(request[0]) if request else []
+            for launched in stale + evicted:
                 launched.close()
             if stale:
                 continue
-            if wanted:
-                self._start_one(template, key)
+            if request is not None:
+                self._start_one(*request)
                 continue
             with self._lock:
-                if not self._closed:
+                if not self._closed and not self._requests:
                     self._lock.wait(self._next_expiry())
         for _, launched in ready:
             launched.close()
 
+    def _next_request(self) -> tuple[tuple[object, ...], Plan] | None:
+        """The oldest request of a kind still warmed (the lock held), or None."""
+        while self._requests:
+            key, template = self._requests.popleft()
+            if self._kind_failures.get(key, 0) < 3:
+                return key, template
+        return None
+
+    def _make_room(self, key: tuple[object, ...]) -> list[Launched]:
+        """Take out (the lock held) the sandbox to retire so that one of ``key``'s kind
+        fits: none when there is room, else one of the kind whose last call is the
+        oldest.  A pool full of ``key``'s kind itself has nothing to give: the request
+        is dropped by retiring nothing and starting nothing (``_start_one`` checks)."""
+        if len(self._ready) < self.size:
+            return []
+        others = [i for i, (k, _) in enumerate(self._ready) if k != key]
+        if not others:
+            return []
+        oldest = min(others, key=lambda i: self._last_call.get(self._ready[i][0], 0.0))
+        return [self._ready.pop(oldest)[1]]
+
     def _stale(self) -> list[Launched]:
-        """Take out (the lock held) the sandboxes to retire: of another kind, too old,
-        or ended by themselves."""
+        """Take out (the lock held) the sandboxes to retire: too old, or ended by
+        themselves.  Each is replaced by one of its kind if a call of that kind came
+        since it started, else by one of the kind called last: a kind nobody calls
+        gives way to the one in use when its sandboxes age out."""
         now = time.monotonic()
         keep: list[tuple[tuple[object, ...], Launched]] = []
         stale = []
@@ -216,12 +276,14 @@ class WarmPool(KeptPool[tuple[tuple[object, ...], Launched]]):
             if launched.exited():
                 # It could not wait for its code (its interpreter failed to start?): a
                 # failure, so a host that kills every one stops the refilling.
-                self._failures += 1
-                stale.append(launched)
-            elif key != self._key or now - launched.started_at >= self.max_age:
-                stale.append(launched)
-            else:
+                self._kind_failures[key] = self._kind_failures.get(key, 0) + 1
+            elif now - launched.started_at < self.max_age:
                 keep.append((key, launched))
+                continue
+            stale.append(launched)
+            if self._last_call.get(key, 0.0) < launched.started_at:
+                key = self._key
+            self._requests.append((key, self._templates[key]))
         self._ready = keep
         return stale
 
@@ -232,24 +294,25 @@ class WarmPool(KeptPool[tuple[tuple[object, ...], Launched]]):
         oldest = min(launched.started_at for _, launched in self._ready)
         return max(0.01, oldest + self.max_age - time.monotonic())
 
-    def _start_one(self, template: Plan, key: tuple[object, ...]) -> None:
-        """Start one sandbox of ``template``'s kind and add it to the pool; after three
-        failures in a row the pool stops refilling until the kind changes (the calls
-        then start fresh sandboxes, and they report what fails)."""
+    def _start_one(self, key: tuple[object, ...], template: Plan) -> None:
+        """Start one sandbox of ``template``'s kind and add it to the pool, unless the
+        pool is full by then; a failure counts against the kind, and the keeper waits a
+        little before it starts anything else."""
+        with self._lock:
+            if len(self._ready) >= self.size:
+                return
         try:
             launched = start(template)
         except Exception:
             with self._lock:
-                self._failures += 1
+                self._kind_failures[key] = self._kind_failures.get(key, 0) + 1
                 self._lock.wait(_RETRY_SECONDS)
             return
         with self._lock:
             self._started += 1
-            self._failures = 0
-            if self._closed or key != self._key:
-                closing = True
-            else:
-                closing = False
+            self._kind_failures[key] = 0
+            closing = self._closed or len(self._ready) >= self.size
+            if not closing:
                 self._ready.append((key, launched))
         if closing:
             launched.close()

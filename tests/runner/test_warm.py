@@ -248,20 +248,94 @@ def test_no_sandbox_runs_two_jobs() -> None:
         assert runner._pool.taken == 6  # type: ignore[union-attr]
 
 
-def test_the_pool_refills_for_the_kind_last_served() -> None:
-    """A Runner warms run_python with its defaults first, then what was called last."""
+def test_each_call_asks_for_one_sandbox_of_its_kind() -> None:
+    """A Runner warms run_python with its defaults first; each call then asks for one
+    sandbox of its kind, and a full pool makes room by retiring one of the kind called
+    the longest ago."""
     with Runner(warm=2) as runner:
+        pool = runner._pool
+        assert pool is not None
         wait_ready(runner, 2)
         assert runner.warm == 2
         runner.eval_in_sandbox("pass", mem_max_mb=200)  # another kind: fresh
-        assert runner._pool.taken == 0  # type: ignore[union-attr]
+        assert pool.taken == 0
+        wait_ready(runner, 1)
+        assert runner.eval_in_sandbox("print(1)", mem_max_mb=200).stdout == "1"
+        assert pool.taken == 1
+        assert runner.run(["/bin/true"]).status is Status.OK  # never warmed
+        wait_ready(runner, 1)
+        runner.eval_in_sandbox("print(2)", mem_max_mb=200)
+        assert pool.taken == 2
+        assert runner.run_python("print(3)").stdout == b"3\n"  # the first kind's is left
+        assert pool.taken == 3
+
+
+def _wait_waiting(runner: Runner, count: int) -> None:
+    """Wait until ``runner``'s pool has started what the calls asked for and
+    ``count`` sandboxes of any kind wait in it."""
+    pool = runner._pool
+    assert pool is not None
+    deadline = time.monotonic() + slow(20.0)
+    while True:
+        with pool._lock:
+            waiting = sum(launched.waiting() for _, launched in pool._ready)
+            asked = len(pool._requests)
+        if waiting >= count and not asked:
+            return
+        assert time.monotonic() < deadline, "the warm pool did not refill"
+        time.sleep(0.01)
+
+
+def test_calls_that_alternate_between_two_kinds_find_theirs_waiting() -> None:
+    """Two kinds of call in turn, with time between them: after the first call of the
+    second kind, every call takes a warm sandbox, and the pool starts no more sandboxes
+    than its size plus the calls it served."""
+    calls = 12
+    with Runner(warm=2) as runner:
+        pool = runner._pool
+        assert pool is not None
+        for number in range(calls):
+            _wait_waiting(runner, 2)
+            if number % 2:
+                assert runner.run_python("print(1)").stdout == b"1\n"
+            else:
+                assert runner.eval_in_sandbox("print(1)", mem_max_mb=200).stdout == "1"
+        assert pool.taken == calls - 1
+        _wait_waiting(runner, 2)
+        assert pool.started <= calls + 2
+
+
+def test_a_kind_nobody_calls_gives_way_when_its_sandboxes_age_out() -> None:
+    """The Runner's default kind waits, but every call is of another: as the default's
+    sandboxes are retired (their lease), the kind in use takes their place."""
+    with Runner(warm=2) as runner:
+        pool = runner._pool
+        assert pool is not None
         wait_ready(runner, 2)
         assert runner.eval_in_sandbox("print(1)", mem_max_mb=200).stdout == "1"
-        assert runner._pool.taken == 1  # type: ignore[union-attr]
-        assert runner.run(["/bin/true"]).status is Status.OK  # never warmed
+        pool.max_age = 0.5
+        with pool._lock:
+            pool._lock.notify_all()
+        wait_ready(runner, 2)  # two of eval's kind
+        pool.max_age = 60.0
         wait_ready(runner, 2)
-        runner.eval_in_sandbox("print(2)", mem_max_mb=200)
-        assert runner._pool.taken == 2  # type: ignore[union-attr]
+        before = pool.taken
+        assert runner.eval_in_sandbox("print(2)", mem_max_mb=200).stdout == "2"
+        assert runner.eval_in_sandbox("print(3)", mem_max_mb=200).stdout == "3"
+        assert pool.taken == before + 2
+
+
+def test_what_the_pool_knows_of_kinds_stays_bounded() -> None:
+    """A call of a kind never seen before each time (an agent's limits vary): the pool
+    retires the kinds called the longest ago and forgets them."""
+    with Runner(warm=1) as runner:
+        pool = runner._pool
+        assert pool is not None
+        for megabytes in range(100, 130):
+            assert runner.eval_in_sandbox("print(1)", mem_max_mb=megabytes).stdout == "1"
+        with pool._lock:
+            assert len(pool._last_call) <= 4 * pool.size + 4
+            assert len(pool._ready) <= pool.size
 
 
 def _sandbox_pids() -> set[int]:
