@@ -36,17 +36,15 @@ from .session_channel import (
     CONTROL_MAX,
     FATAL,
     READY,
-    WRITTEN,
+    VALUE_CAP,
     Channel,
     ChannelTimeout,
     ProtocolError,
-    code_request,
-    limits_request,
-    upload_request,
+    fatal_reason,
 )
 from .session_idle import IdleWatch
 from .session_plan import CHANNELS, session_plan
-from .session_reply import VALUE_CAP, CallbackRaised, Reply, fatal_reason
+from .session_reply import CallbackRaised, Reply
 
 __all__ = [
     "DEFAULT_CPU_BUDGET",
@@ -369,19 +367,12 @@ class Session:
         inputs: list[tuple[str, int, bytes]],
         deadline: float,
     ) -> None:
-        """Send a call: its input files to the keeper, which writes them before the
-        call starts; its code to the state; its limits to the keeper.  Anything that
-        stops it half-sent (Ctrl-C) ends the session: what the sandbox has of the call
-        could be taken for a later one's."""
+        """Send a call (``Channel.start_call``).  Anything that stops it half-sent
+        (Ctrl-C as megabytes of files are written) ends the session: what the sandbox
+        has of the call could be taken for a later one's."""
         self._cells += 1
         try:
-            if inputs:
-                self._channel.send(upload_request(inputs), deadline)
-                kind, payload = self._channel.receive(deadline, {WRITTEN: 2, FATAL: CONTROL_MAX})
-                if kind == FATAL:
-                    raise ProtocolError(fatal_reason(payload))
-            self._channel.send_code(code_request(code, self._cells, VALUE_CAP), deadline)
-            self._channel.send(limits_request(order), deadline)
+            self._channel.start_call(code, self._cells, order, inputs, deadline)
         except ProtocolError:
             raise
         except BaseException:

@@ -22,6 +22,7 @@ import math
 import os
 import select
 import struct
+import threading
 import time
 from collections.abc import Mapping
 
@@ -37,12 +38,14 @@ __all__ = [
     "STDERR",
     "STDOUT",
     "UPLOAD",
+    "VALUE_CAP",
     "WRITTEN",
     "Channel",
     "ChannelTimeout",
     "ProtocolError",
     "code_request",
     "control",
+    "fatal_reason",
     "finite",
     "limits_request",
     "upload_request",
@@ -54,6 +57,8 @@ READY, STDOUT, STDERR, FILE, DONE, FATAL, WRITTEN = (ord(c) for c in "ROEFDXW")
 #: The keeper's output chunks are at most 64 KiB; control messages are small.
 CHUNK_MAX = 65536
 CONTROL_MAX = 1 << 20
+#: Characters of a value's ``repr``, of an exception's message and of its traceback kept.
+VALUE_CAP = 64 * 1024
 _U32 = struct.Struct(">I")
 
 
@@ -102,9 +107,9 @@ class Channel:
     ``send_code`` to the state, ``receive`` from the keeper.
 
     Owns the fds; ``close`` closes them (idempotent).  Not thread-safe: one call at a
-    time, which ``Session`` ensures (an interrupt is written with ``os.write`` of one
-    small frame, atomic on a pipe).  Writes wait at most until a deadline: the other
-    end may stop reading."""
+    time, which ``Session`` ensures; only ``interrupt`` may come from another thread
+    (it waits for a call being sent to be sent whole, so its frame never lands inside
+    another).  Writes wait at most until a deadline: the other end may stop reading."""
 
     def __init__(self, request_fd: int, reply_fd: int, call_fd: int) -> None:
         self.request_fd = request_fd
@@ -115,20 +120,34 @@ class Channel:
         self._buffer = bytearray()
         self._poll = select.poll()
         self._poll.register(reply_fd, select.POLLIN)
+        self._sending = threading.Lock()
 
-    def send(self, frame: bytes, deadline: float) -> None:
-        """Write ``frame`` whole to the keeper; ``ProtocolError`` when it is gone or
-        has not taken it by ``deadline`` (``time.monotonic()``)."""
-        _write(self.request_fd, frame, deadline, "the keeper")
-
-    def send_code(self, frame: bytes, deadline: float) -> None:
-        """Write ``frame`` whole to the call pipe, as ``send``."""
-        _write(self.call_fd, frame, deadline, "the session's state")
+    def start_call(
+        self,
+        code: str,
+        cell: int,
+        order: Mapping[str, object],
+        inputs: list[tuple[str, int, bytes]],
+        deadline: float,
+    ) -> None:
+        """Send the session's call number ``cell``: its input files to the keeper,
+        which writes them before the call starts (``ProtocolError`` with the keeper's
+        reason if it ends the session instead); its code to the state; its limits
+        (``order``) to the keeper."""
+        with self._sending:
+            if inputs:
+                _write(self.request_fd, upload_request(inputs), deadline, "the keeper")
+                kind, payload = self.receive(deadline, {WRITTEN: 2, FATAL: CONTROL_MAX})
+                if kind == FATAL:
+                    raise ProtocolError(fatal_reason(payload))
+            frame = code_request(code, cell, VALUE_CAP)
+            _write(self.call_fd, frame, deadline, "the session's state")
+            _write(self.request_fd, limits_request(order), deadline, "the keeper")
 
     def interrupt(self) -> None:
         """Ask the keeper to end the running call (one atomic write; a gone keeper is
         noticed by ``receive``)."""
-        with contextlib.suppress(OSError):
+        with self._sending, contextlib.suppress(OSError):
             os.write(self.request_fd, HEADER.pack(INTERRUPT, 0))
 
     def receive(self, deadline: float, bounds: dict[int, int]) -> tuple[int, bytes]:
@@ -193,3 +212,13 @@ def control(payload: bytes) -> dict[str, object]:
     if not isinstance(message, dict):
         raise ProtocolError("the keeper sent JSON that is not an object")
     return message
+
+
+def fatal_reason(payload: bytes) -> str:
+    try:
+        reason = control(payload).get("reason")
+    except ProtocolError:
+        return "the keeper ended the session"
+    if not isinstance(reason, str):
+        return "the keeper ended the session"
+    return f"the keeper ended the session: {reason[:400]}"

@@ -119,6 +119,7 @@ class State:
         self.call_fd = call_fd
         self.control_fd = control_fd
         self.result_fd = result_fd
+        self.keeper = os.getppid()
         main = type(sys)("__main__")
         sys.modules["__main__"] = main
         self.namespace = main.__dict__
@@ -142,9 +143,12 @@ class State:
         write_frame(self.result_fd, STARTED, json.dumps({"pid": os.getpid()}).encode())
         while True:
             request = None if self.single_threaded() else self.next_request()
+            # The state this one replaced, while it is still there (its parent until
+            # the keeper has ended it), or 0.
+            replaced = os.getppid()
             child = os.fork()
             if child == 0:
-                self.run_call(request)
+                self.run_call(request, 0 if replaced == self.keeper else replaced)
             else:
                 self.wait_for(child)
             self.after_call()
@@ -203,13 +207,19 @@ class State:
                 break
         write_frame(self.result_fd, REAPED, b"{}")
 
-    def run_call(self, request: dict[str, Any] | None) -> None:
-        """In the call process: wait for the call when it is a spare, run the code,
-        tell the keeper, and return to ``serve`` as the new state process."""
+    def run_call(self, request: dict[str, Any] | None, replaced: int) -> None:
+        """In the call process: wait for the call when it is a spare, and for the
+        ``replaced`` state to be gone (the keeper ends it once the host has the last
+        call's answer: the code runs once its memory is free and the keeper watches),
+        run the code, tell the keeper, and return to ``serve`` as the new state
+        process."""
         if request is None:
             if not select.select([self.call_fd], [], [], 0)[0]:
-                self.warm_up()
+                with contextlib.suppress(Exception):  # only a head start (EMFILE...)
+                    self.warm_up()
             request = self.next_request()
+        if replaced:
+            wait_gone(replaced)
         name = f"<cell-{request['cell']}>"
         code = request["code"]
         linecache.cache[name] = (len(code), None, code.splitlines(True), name)
@@ -289,6 +299,22 @@ class State:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(BaseException):
                 stream.flush()
+
+
+def wait_gone(pid: int) -> None:
+    """Wait until the process ``pid`` has exited (its memory is unmapped by then)."""
+    try:
+        handle = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    except (AttributeError, OSError):  # a kernel before 5.3: look every millisecond
+        while (stat := process_stat(pid)) is not None and stat.state not in (b"Z", b"X"):
+            time.sleep(0.001)
+        return
+    try:
+        select.select([handle], [], [])
+    finally:
+        os.close(handle)
 
 
 def describe(exc: BaseException, cap: int) -> dict[str, str]:
@@ -449,12 +475,14 @@ class Keeper:
         self.unanswered += 1
 
     def retire(self) -> None:
-        """End and reap the state that the last call replaced (its exit frees its
-        memory), made the least of the sandbox's tasks first, not to compete with
-        the host's next call for a CPU as it unmaps."""
+        """End and reap the state that the last call replaced (stopped since the
+        commit), once the host has its answer (its exit, which unmaps its memory,
+        would take a CPU from the answer), or at once when the call left processes
+        behind (``Call.commit``).  The next call's process, forked meanwhile, runs its
+        code only once the replaced state is gone (``State.run_call``), so with its
+        memory free and nothing of it left, and the keeper reads the call's limits
+        right after this."""
         if self.replaced:
-            with contextlib.suppress(OSError):
-                os.setpriority(os.PRIO_PROCESS, self.replaced, 19)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.replaced, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError):
@@ -562,12 +590,23 @@ class Call:
             keeper.fatal("a report of the call's end came from no child of the state")
         if own.state == b"Z":
             keeper.fatal("the call's process ended as it finished")
-        # Killed once the host has its answer (``Keeper.retire``): its exit would
-        # take a CPU from the answer.  Till then it waits for its child, which is all
-        # it does.  Its CPU time is not the call's.
+        # Stopped now, threads and all, so that nothing it runs outlives the call;
+        # killed once the host has its answer (``Keeper.retire``).  Its CPU time is not
+        # the call's.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(keeper.state, signal.SIGSTOP)
         keeper.replaced = keeper.state
         keeper.state = new_state
-        self.settle(wait=bool(self.end_strays()))
+        zombies = self.end_strays()
+        if zombies:
+            # What the call left, killed, may be the replaced state's children (its
+            # threads forked them): they come to the keeper to reap once it is gone.
+            keeper.retire()
+            zombies = self.end_strays()
+        self.settle(wait=bool(zombies))
+        if zombies:
+            # The call's processes that the state has just reaped count in its CPU.
+            own = process_stat(new_state) or own
         cpu = self.reaped_cpu + own.cpu
         return {
             "outcome": "committed",
@@ -610,7 +649,7 @@ class Call:
         Otherwise the answer is taken later (``Keeper.unanswered``)."""
         keeper = self.keeper
         if not wait:
-            # Once the host has its answer (``Keeper.call``): the state then forks the
+            # Once the host has its answer (``Keeper.serve``): the state then forks the
             # next spare, which for a large state copies megabytes of page tables, and
             # on a machine of few CPUs would hold the answer back.
             keeper.reap_later = True
@@ -705,8 +744,9 @@ class Call:
             self.written[kind] += len(data)
 
     def answer(self, outcome: dict[str, Any]) -> None:
-        """The rest of the call's output, its files and its ``DONE``, in one write: the
-        host wakes once for them."""
+        """The rest of the call's output, its files and its ``DONE``, in one write when
+        they are small (the host wakes once for them), else a frame at a time (no copy
+        of megabytes of files in the keeper's memory)."""
         keeper = self.keeper
         frames: list[bytes] = []
         for fd, kind in ((keeper.out_read, STDOUT), (keeper.err_read, STDERR)):
@@ -725,7 +765,10 @@ class Call:
         )
         done = json.dumps(outcome).encode()
         frames.append(HEADER.pack(DONE, len(done)) + done)
-        write_all(keeper.reply_fd, b"".join(frames))
+        if sum(map(len, frames)) <= CHUNK:
+            frames = [b"".join(frames)]
+        for frame in frames:
+            write_all(keeper.reply_fd, frame)
 
 
 def peak_rss(pid: int) -> int:

@@ -20,12 +20,14 @@ from .session_channel import (
     FILE,
     STDERR,
     STDOUT,
+    VALUE_CAP,
     ProtocolError,
     control,
+    fatal_reason,
     finite,
 )
 
-__all__ = ["VALUE_CAP", "CallbackRaised", "Reply", "fatal_reason"]
+__all__ = ["VALUE_CAP", "CallbackRaised", "Reply"]
 
 
 class CallbackRaised(Exception):
@@ -37,8 +39,6 @@ class CallbackRaised(Exception):
         self.error = error
 
 
-#: Characters of a value's ``repr``, of an exception's message and of its traceback kept.
-VALUE_CAP = 64 * 1024
 _STATUSES = {
     "ok": Status.OK,
     "wall_time_exceeded": Status.WALL_TIME_EXCEEDED,
@@ -192,13 +192,3 @@ def _error(value: object) -> CellError | None:
     if any(field is None for field in fields):
         raise ProtocolError("the keeper sent an unfit error")
     return CellError(*(str(field) for field in fields))
-
-
-def fatal_reason(payload: bytes) -> str:
-    try:
-        reason = control(payload).get("reason")
-    except ProtocolError:
-        return "the keeper ended the session"
-    if not isinstance(reason, str):
-        return "the keeper ended the session"
-    return f"the keeper ended the session: {reason[:400]}"

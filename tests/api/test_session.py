@@ -380,6 +380,65 @@ def test_a_file_a_thread_writes_between_calls_comes_back_with_the_next(
     assert dict(result.files) == {"late.txt": b"late"}, result
 
 
+def test_a_thread_ends_with_the_next_commit_and_leaves_nothing_after_it(
+    marked: tuple[Session, str],
+) -> None:
+    """A thread that prints and forks without end: the next call that commits ends it,
+    and the call after that sees none of its output and none of its processes."""
+    session, _ = marked
+    started = session.run(
+        "import os, sys, threading, time\n"
+        "def busy():\n"
+        "    while True:\n"
+        "        print('tick', flush=True)\n"
+        "        if os.fork() == 0:\n"
+        "            time.sleep(30)\n"
+        "            os._exit(0)\n"
+        "        time.sleep(0.002)\n"
+        "threading.Thread(target=busy, daemon=True).start()\n"
+        "time.sleep(0.05)"
+    )
+    assert started.committed, started
+    assert session.run("x = 1", stdout=10**6).committed
+    after = session.run("sorted(int(p) for p in os.listdir('/proc') if p.isdigit())")
+    assert after.stdout == b"", after
+    # The init, the keeper, the state and this call's process; nothing the thread forked.
+    assert after.value is not None and len(eval(after.value)) == 4, after
+
+
+def test_a_call_starts_once_the_state_its_predecessor_replaced_is_gone(
+    marked: tuple[Session, str],
+) -> None:
+    """Calls back to back, each committing a new state: when a call's code starts, the
+    state the last commit replaced has exited (its memory is free), so the session's
+    state is the keeper's child, and the keeper the init's."""
+    session, _ = marked
+    session.run(
+        "import os\n"
+        "def parent(pid):\n"
+        "    with open(f'/proc/{pid}/stat', 'rb') as stat:\n"
+        "        return int(stat.read().rsplit(b')', 1)[1].split()[1])\n"
+        "blob = [bytearray(4096) for _ in range(25_000)]"
+    )
+    for _ in range(20):
+        result = session.run("for b in blob: b[0] = 1\nparent(parent(os.getppid()))")
+        assert result.value == "1", result
+
+
+def test_a_committed_call_counts_the_cpu_of_what_it_left_running(
+    marked: tuple[Session, str],
+) -> None:
+    """A child the call left burning CPU is killed at the call's end, and its CPU time
+    is the call's."""
+    session, _ = marked
+    result = session.run(
+        "import os, time\nif os.fork() == 0:\n    while True: pass\ntime.sleep(0.5)",
+        cpu_time=cpu(5),
+    )
+    assert result.committed, result
+    assert result.cpu_time >= 0.25, result
+
+
 def test_a_child_forked_by_the_code_that_runs_on_ends_at_the_cells_end(
     marked: tuple[Session, str],
 ) -> None:

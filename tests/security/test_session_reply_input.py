@@ -138,13 +138,70 @@ def test_a_keeper_that_stops_reading_is_a_protocol_error_at_the_deadline() -> No
     reply_read, reply_write = os.pipe()
     channel = Channel(request_write, reply_read, call_write)
     started = time.monotonic()
-    for send in (channel.send, channel.send_code):
+    big = b"x" * (1 << 20)
+    for code, inputs in (("#" * len(big), []), ("", [("in.bin", 0o644, big)])):
         with pytest.raises(ProtocolError, match="in time"):
-            send(b"x" * (1 << 20), time.monotonic() + 0.3)
+            channel.start_call(code, 1, {}, inputs, time.monotonic() + 0.3)
     assert time.monotonic() - started < 5
     channel.close()
     for fd in (request_read, call_read, reply_write):
         os.close(fd)
+
+
+def _read_exact(fd: int, size: int, pace: float = 0.0) -> bytes:
+    """``size`` bytes from ``fd``, at most 64 KiB a read and ``pace`` seconds apart;
+    ``EOFError`` at the pipe's end before the first byte."""
+    parts = []
+    while size:
+        part = os.read(fd, min(size, 65536))
+        if not part and not parts:
+            raise EOFError
+        assert part, "the pipe ended inside a frame"
+        parts.append(part)
+        size -= len(part)
+        time.sleep(pace)
+    return b"".join(parts)
+
+
+def test_an_interrupt_from_another_thread_never_lands_inside_a_frame() -> None:
+    """``Session.interrupt()`` from another thread while a call's files are being sent
+    (a slow keeper reads them): its frame comes before the call's frames or after them,
+    never inside one, where the keeper would read it as part of the files."""
+    request_read, request_write = os.pipe()
+    call_read, call_write = os.pipe()
+    reply_read, reply_write = os.pipe()
+    channel = Channel(request_write, reply_read, call_write)
+    kinds: list[str] = []
+
+    def keeper() -> None:
+        while True:
+            try:
+                kind, length = struct.unpack(">BI", _read_exact(request_read, 5))
+            except EOFError:
+                return
+            _read_exact(request_read, length, pace=0.001)
+            kinds.append(chr(kind))
+            if chr(kind) == "U":
+                os.write(reply_write, struct.pack(">BI", ord("W"), 2) + b"{}")
+
+    def calls() -> None:
+        while os.read(call_read, 65536):
+            pass
+
+    readers = [threading.Thread(target=keeper), threading.Thread(target=calls)]
+    for reader in readers:
+        reader.start()
+    interrupter = threading.Timer(0.01, channel.interrupt)
+    interrupter.start()
+    files = [("in.bin", 0o644, b"y" * (4 << 20))]
+    channel.start_call("x = 1", 1, {"wall": 1}, files, time.monotonic() + 30)
+    interrupter.join()
+    channel.close()
+    for reader in readers:
+        reader.join()
+    for fd in (request_read, call_read, reply_write):
+        os.close(fd)
+    assert kinds in (["I", "U", "C"], ["U", "C", "I"]), kinds
 
 
 def test_a_silent_keeper_is_a_protocol_error_at_the_deadline() -> None:
