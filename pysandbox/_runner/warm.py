@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Warm sandboxes: single-use sandboxes started ahead of need, their interpreter waiting.
 
 A ``WarmPool`` keeps up to ``size`` sandboxes, in all, of the kinds of plan its calls
