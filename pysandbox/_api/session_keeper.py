@@ -54,6 +54,11 @@ HEADER = struct.Struct(">BI")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 #: How often a running call's CPU time is added up.
 TICK = 0.02
+#: Seconds a spare waits for its call before it warms up: a call that comes at once
+#: needs no warm-up, and right after a call the memory limit ended, the killed process's
+#: files (a memfd) are released a moment after its exit, so the warm-up's allocations
+#: wait until the sandbox's memory is free again.
+WARM_UP_DELAY = 0.005
 #: Host to keeper: a call's limits (JSON); an interrupt; a call's input files (JSON,
 #: then their bytes).  Host to the state, on the call pipe: a call's code (JSON).
 CALL, INTERRUPT, UPLOAD = ord("C"), ord("I"), ord("U")
@@ -214,7 +219,7 @@ class State:
         run the code, tell the keeper, and return to ``serve`` as the new state
         process."""
         if request is None:
-            if not select.select([self.call_fd], [], [], 0)[0]:
+            if not select.select([self.call_fd], [], [], WARM_UP_DELAY)[0]:
                 with contextlib.suppress(Exception):  # only a head start (EMFILE...)
                     self.warm_up()
             request = self.next_request()
