@@ -39,6 +39,7 @@ from .session_channel import (
     VALUE_CAP,
     Channel,
     ChannelTimeout,
+    FilesRefused,
     ProtocolError,
     fatal_reason,
 )
@@ -239,7 +240,9 @@ class Session:
         what it was before it.  Each limit left None is the session's ``limits``'.
 
         :raises TypeError, ValueError: a bad argument, before anything runs.
-        :raises SandboxError: the session was closed, or lost by an earlier call.
+        :raises SandboxError: the session was closed, or lost by an earlier call; or
+            the call's ``files`` could not be written (the disk is full, a directory has
+            that name): the code did not run, and the session goes on.
         :param cancel: an object whose ``is_set()`` is asked every 50 ms; once true,
             the call is interrupted and rolled back, then ``Cancelled`` is raised
             (``threading.Event`` fits).
@@ -373,6 +376,8 @@ class Session:
         self._cells += 1
         try:
             self._channel.start_call(code, self._cells, order, inputs, deadline)
+        except FilesRefused as refused:
+            raise SandboxError(f"the call's files could not be written: {refused}") from None
         except ProtocolError:
             raise
         except BaseException:

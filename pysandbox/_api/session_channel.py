@@ -42,6 +42,7 @@ __all__ = [
     "WRITTEN",
     "Channel",
     "ChannelTimeout",
+    "FilesRefused",
     "ProtocolError",
     "code_request",
     "control",
@@ -64,6 +65,11 @@ _U32 = struct.Struct(">I")
 
 class ProtocolError(Exception):
     """The keeper broke the protocol (or went silent past a deadline); the message says how."""
+
+
+class FilesRefused(Exception):
+    """The keeper could not write a call's input files (the message says which and why):
+    no call was sent, and the session goes on."""
 
 
 class ChannelTimeout(ProtocolError):
@@ -131,15 +137,18 @@ class Channel:
         deadline: float,
     ) -> None:
         """Send the session's call number ``cell``: its input files to the keeper,
-        which writes them before the call starts (``ProtocolError`` with the keeper's
-        reason if it ends the session instead); its code to the state; its limits
-        (``order``) to the keeper."""
+        which writes them before the call starts (``FilesRefused`` when it cannot,
+        ``ProtocolError`` with the keeper's reason if it ends the session instead); its
+        code to the state; its limits (``order``) to the keeper."""
         with self._sending:
             if inputs:
                 _write(self.request_fd, upload_request(inputs), deadline, "the keeper")
-                kind, payload = self.receive(deadline, {WRITTEN: 2, FATAL: CONTROL_MAX})
+                kind, payload = self.receive(deadline, {WRITTEN: 4096, FATAL: CONTROL_MAX})
                 if kind == FATAL:
                     raise ProtocolError(fatal_reason(payload))
+                error = control(payload).get("error")
+                if error is not None:
+                    raise FilesRefused(str(error)[:400])
             frame = code_request(code, cell, VALUE_CAP)
             _write(self.call_fd, frame, deadline, "the session's state")
             _write(self.request_fd, limits_request(order), deadline, "the keeper")

@@ -452,18 +452,25 @@ class Keeper:
 
     def upload(self, payload: bytes) -> None:
         """Write a call's input files (a JSON list of ``[name, size, mode]``, then their
-        bytes) to the working directory, and say so.  They are not the call's changes."""
+        bytes) to the working directory, and say so, or say which one could not be
+        written and why (the disk is full, a directory has its name): the host then
+        sends no call.  They are not the call's changes."""
         (size,) = struct.unpack_from(">I", payload)
         offset = 4 + size
+        answer = {}
         for name, length, mode in json.loads(payload[4:offset]):
             path = os.path.join("/sandbox", name)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
-            with os.fdopen(descriptor, "wb") as out:
-                out.write(payload[offset : offset + length])
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+                with os.fdopen(os.open(path, flags, mode), "wb") as out:
+                    out.write(payload[offset : offset + length])
+                self.files_seen[name] = facts_of(os.stat(path, follow_symlinks=False))
+            except OSError as exc:
+                answer = {"error": f"{name}: {exc.strerror}"}
+                break
             offset += length
-            self.files_seen[name] = facts_of(os.stat(path, follow_symlinks=False))
-        write_frame(self.reply_fd, WRITTEN, b"{}")
+        write_frame(self.reply_fd, WRITTEN, json.dumps(answer).encode())
 
     def drain_calls(self) -> None:
         """Empty the call pipe: a call process that a limit ended before it had read

@@ -179,7 +179,8 @@ class Runner:
 
     @property
     def warm_ready(self) -> int:
-        """Warm sandboxes waiting for a call now (a gauge: the pool refills in the
+        """Warm sandboxes of the last call's kind (before any call, ``run_python`` with
+        this Runner's defaults) waiting for a call now (a gauge: the pool refills in the
         background after each call)."""
         return 0 if self._pool is None else self._pool.ready
 

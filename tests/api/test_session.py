@@ -196,6 +196,19 @@ def test_files_go_in_and_the_changed_ones_come_back(marked: tuple[Session, str])
     assert dict(again.files) == {}
 
 
+def test_files_that_cannot_be_written_refuse_the_call_and_the_session_goes_on(
+    marked: tuple[Session, str],
+) -> None:
+    """An input file whose name is a directory the code made: the call raises, its code
+    does not run, and the session goes on."""
+    session, _ = marked
+    session.run("import os\nos.mkdir('taken')\nran = 0")
+    with pytest.raises(SandboxError, match="files could not be written: taken"):
+        session.run("ran += 1", files={"taken": b"data"})
+    assert session.run("ran").value == "0"
+    assert session.run("ran += 1\nran", files={"free.txt": b"data"}).value == "1"
+
+
 def test_interrupt_ends_only_the_running_call(marked: tuple[Session, str]) -> None:
     session, _ = marked
     session.run("kept = 'yes'")
