@@ -218,6 +218,8 @@ class State:
         call's answer: the code runs once its memory is free and the keeper watches),
         run the code, tell the keeper, and return to ``serve`` as the new state
         process."""
+        #: The state read the request itself: it has threads of its own.
+        threaded = request is not None
         if request is None:
             if not select.select([self.call_fd], [], [], WARM_UP_DELAY)[0]:
                 with contextlib.suppress(Exception):  # only a head start (EMFILE...)
@@ -254,7 +256,7 @@ class State:
             # A child the code forked that ran on to the cell's end instead of exiting
             # (as after ``os.fork()`` in a notebook): it is no call process; it ends here.
             os._exit(0)
-        done = {"pid": me, "value": shown, "error": error}
+        done = {"pid": me, "value": shown, "error": error, "threaded": threaded}
         write_frame(self.result_fd, FINISHED, json.dumps(done).encode())
 
     def warm_up(self) -> None:
@@ -304,6 +306,16 @@ class State:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(BaseException):
                 stream.flush()
+
+
+def stop(pid: int) -> None:
+    """Stop the keeper's child ``pid``, every thread of it, and return once it has
+    stopped (or ended)."""
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        os.waitid(os.P_PID, pid, os.WSTOPPED | os.WEXITED | os.WNOWAIT)
+    except (ProcessLookupError, ChildProcessError):
+        pass
 
 
 def wait_gone(pid: int) -> None:
@@ -602,11 +614,11 @@ class Call:
             keeper.fatal("a report of the call's end came from no child of the state")
         if own.state == b"Z":
             keeper.fatal("the call's process ended as it finished")
-        # Stopped now, threads and all, so that nothing it runs outlives the call;
-        # killed once the host has its answer (``Keeper.retire``).  Its CPU time is not
-        # the call's.
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(keeper.state, signal.SIGSTOP)
+        # Killed once the host has its answer (``Keeper.retire``); its CPU time is not
+        # the call's.  One with threads (they run on in it) is stopped first, and the
+        # keeper waits until it is, so that nothing they do outlives the call.
+        if message.get("threaded") is True:
+            stop(keeper.state)
         keeper.replaced = keeper.state
         keeper.state = new_state
         zombies = self.end_strays()

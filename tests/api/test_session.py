@@ -438,6 +438,28 @@ def test_a_call_starts_once_the_state_its_predecessor_replaced_is_gone(
         assert result.value == "1", result
 
 
+def test_what_a_thread_writes_before_the_next_commit_is_that_calls(
+    marked: tuple[Session, str],
+) -> None:
+    """A thread that writes without pause, then a call that commits (its process has no
+    thread: the thread ends with it): the call after that gets none of the thread's
+    output, every time (the state with the thread is stopped, and waited for, before
+    the commit's answer takes the last of its output)."""
+    session, _ = marked
+    writer = (
+        "import os, threading\n"
+        "def busy():\n"
+        "    while True:\n"
+        "        os.write(1, b't')\n"
+        "threading.Thread(target=busy, daemon=True).start()"
+    )
+    for _ in range(20):
+        session.run(writer, truncate_output=True)
+        assert session.run("x = 1", truncate_output=True).committed
+        after = session.run("y = 2")
+        assert after.committed and after.stdout == b"", after
+
+
 def test_a_committed_call_counts_the_cpu_of_what_it_left_running(
     marked: tuple[Session, str],
 ) -> None:
