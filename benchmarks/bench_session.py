@@ -74,20 +74,10 @@ def trivial_calls(session: Session) -> Callable[[], None]:
     return call
 
 
-def back_to_back(call: Callable[[], None], count: int) -> list[float]:
-    """Wall times of ``count`` calls, each right after the one before."""
-    times = []
-    for _ in range(count):
-        started = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - started)
-    return times
-
-
 def spaced_calls(call: Callable[[], None], count: int, gap: float) -> list[float]:
     """Wall times of ``count`` calls with ``gap`` seconds of idleness before each (an
-    agent's calls come seconds apart): what a large session frees and copies after a
-    call is then done before the next one."""
+    agent's calls come seconds apart: what a large session frees and copies after a
+    call is then done before the next one; 0: back to back)."""
     times = []
     for _ in range(count):
         time.sleep(gap)
@@ -233,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         first = interleaved(
             [python_pass(), trivial_calls(empty)], warmup=warmup, rounds=rounds, rotate=False
         )
-        rushed = back_to_back(trivial_calls(empty), rounds)
+        rushed = spaced_calls(trivial_calls(empty), rounds, gap=0.0)
         with Session(limits=Limits(memory=2 * 2**30, wall_time=60, cpu_time=30)) as big:
             loaded = big.run(BIG_STATE)
             if loaded.value != str(470 * 1024):

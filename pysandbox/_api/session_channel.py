@@ -109,8 +109,9 @@ def finite(value: object, what: str) -> float:
 
 
 class Channel:
-    """The three pipes of one session, the host's ends: ``send`` to the keeper,
-    ``send_code`` to the state, ``receive`` from the keeper.
+    """The three pipes of one session, the host's ends: ``start_call`` writes a call
+    to the keeper and the state, ``interrupt`` to the keeper, ``receive`` reads from
+    the keeper.
 
     Owns the fds; ``close`` closes them (idempotent).  Not thread-safe: one call at a
     time, which ``Session`` ensures; only ``interrupt`` may come from another thread

@@ -234,6 +234,8 @@ class WarmSessions(KeptPool[tuple[float, HeldSession]]):
         #: The longest a session waits here: its clocks run while it waits.
         self.max_age = min(WARM_MAX_AGE, lifetime / 10, idle / 2)
         self._book = book
+        #: Failed starts in a row (the keeper waits longer after each).
+        self._failures = 0
         #: Sessions ``take`` found unfit, for the keeper to close.
         self._retired: list[HeldSession] = []
         self._keeper.start()

@@ -75,16 +75,16 @@ def template_of(plan: Plan) -> Plan:
 
 class KeptPool(Generic[_Item]):
     """What a pool that a keeper thread fills has: up to ``size`` items ready, a lock
-    (a condition the keeper waits on), the counts, the keeper's stop, and the fork
-    safety.  A subclass writes ``_keep``, the keeper's loop, which ends once ``_closed``
-    is set by closing every item it holds, and starts ``_keeper`` when it is ready."""
+    (a condition the keeper waits on), the counts of started and taken items, the
+    keeper's stop, and the fork safety.  A subclass writes ``_keep``, the keeper's loop,
+    which ends once ``_closed`` is set by closing every item it holds, and starts
+    ``_keeper`` when it is ready."""
 
     def __init__(self, size: int, name: str) -> None:
         self.size = size
         self._lock = threading.Condition()
         self._ready: list[_Item] = []
         self._closed = False
-        self._failures = 0
         self._started = 0
         self._taken = 0
         self._pid = os.getpid()
