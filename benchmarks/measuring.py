@@ -75,3 +75,11 @@ def ratio(values: Sequence[float], baseline: Sequence[float]) -> tuple[float, fl
     medians, and the median of the ratios round by round."""
     of_medians = statistics.median(values) / statistics.median(baseline)
     return of_medians, statistics.median(x / y for x, y in zip(values, baseline))
+
+
+def print_latencies(samples: dict[str, list[float]], width: int) -> None:
+    """One line per call: its name (``width`` wide), its median and its p99, in ms."""
+    print(f"   {'call':<{width}} {'median':>8} {'p99':>8}")
+    for name, values in samples.items():
+        median, p99 = statistics.median(values), percentile(values, 0.99)
+        print(f"   {name:<{width}} {median * 1e3:8.2f} {p99 * 1e3:8.2f}")

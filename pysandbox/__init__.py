@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ._model.schema import FileDict, OutcomeErrorDict, OutcomeResultDict, ResultDict
     from ._model.session_result import CellError, CellResult
     from ._model.status import Status
+    from ._model.template import Template
     from ._runner.job import Job
     from ._runner.outcome import Outcome
     from ._runner.runner import Runner
@@ -56,6 +57,7 @@ __all__ = [
     "SelftestReport",
     "Session",
     "Status",
+    "Template",
     "__version__",
     "eval_in_sandbox",
     "load_ipython_extension",
@@ -92,6 +94,7 @@ _LAZY = {
     "SelftestReport": "._api.selftest",
     "Session": "._api.session",
     "Status": "._model.status",
+    "Template": "._model.template",
     "eval_in_sandbox": "._api.eval",
     "load_ipython_extension": "._frontends.ipython",
     "run": "._api.run",

@@ -89,8 +89,8 @@ struct sbx_child {
 /*
  * Where starting or running a sandbox failed, each with the words its
  * OSError's strerror begins with (sbx_stage_name).  A failed spawn reports
- * one with the errno of the failing call; RELEASE is pump()'s (giving up a
- * warm sandbox's code file lease).  The module raises the OSError with the
+ * one with the errno of the failing call; RELEASE is pump()'s (releasing a
+ * warm sandbox's waiter).  The module raises the OSError with the
  * stage as its `stage` attribute and exposes each as _sandbox.STAGE_<NAME>
  * (module.c), so Python tells stages apart by number, never by the words.
  * New stages go at the end: the numbers are the interface.
@@ -110,7 +110,7 @@ struct sbx_child {
     X(CGROUP_JOIN, "joining the sandbox's cgroup in the child")                                    \
     X(DUP2, "dup2 in the child")                                                                   \
     X(EXEC, "execve")                                                                              \
-    X(RELEASE, "giving up the code file's lease")                                                  \
+    X(RELEASE, "releasing the warm sandbox's waiter")                                              \
     X(PGROUP, "leaving the caller's process group in the child")
 
 enum sbx_stage {

@@ -101,19 +101,19 @@ static int claim(SandboxObject *self, int next, const char *what)
 }
 
 /*
- * run_to_end: start the clock (a->since, unless given), give up the code
- * file's lease (a->release_fd) and pump the sandbox to its end; when the
- * lease cannot be given up, kill and reap it instead, with *release_errno
- * set.  Called WITHOUT the GIL by the thread that claimed the sandbox.
- * Returns SBX_PUMP_*.
+ * run_to_end: start the clock (a->since, unless given), release a warm
+ * sandbox's waiter (one byte written to a->release_fd, the write end of the
+ * pipe it reads) and pump the sandbox to its end; when the byte cannot be
+ * written, kill and reap it instead, with *release_errno set.  Called
+ * WITHOUT the GIL by the thread that claimed the sandbox.  Returns SBX_PUMP_*.
  */
 static int run_to_end(SandboxObject *self, struct sbx_input *input, struct sbx_pump_args *a,
                       struct sbx_outcome *outcome, int *release_errno)
 {
     if (a->since < 0)
         a->since = sbx_monotonic();
-    if (a->release_fd >= 0 && fcntl(a->release_fd, F_SETLEASE, F_UNLCK) != 0) {
-        *release_errno = errno;
+    if (a->release_fd >= 0 && write(a->release_fd, "g", 1) != 1) {
+        *release_errno = errno != 0 ? errno : EIO;
         sbx_kill_and_reap(&self->child, &outcome->wait_status, &outcome->usage);
         sbx_child_close_fds(&self->child);
         return SBX_PUMP_FAILED;
@@ -122,7 +122,7 @@ static int run_to_end(SandboxObject *self, struct sbx_input *input, struct sbx_p
 }
 
 /*
- * raise_release_error: OSError("giving up the code file's lease: <strerror>")
+ * raise_release_error: OSError("releasing the warm sandbox's waiter: <strerror>")
  * (no errno: only the words, as ever) with its stage, SBX_STAGE_RELEASE.
  * Needs the GIL.
  */
@@ -171,9 +171,9 @@ PyDoc_STRVAR(pump_doc, "pump($self, /, *, stdin=b'', stdin_callback=None, on_std
                        "where they are not UTF-8.  cgroup_cpu_fd, when >= 0, is a readable fd of\n"
                        "the sandbox's cgroup CPU counter (v1 cpuacct.usage or v2 cpu.stat): the\n"
                        "CPU watcher then also counts every task that ever ran in the group.\n"
-                       "release_fd, when >= 0, holds a file lease (a warm sandbox's code file):\n"
-                       "it is given up (F_SETLEASE F_UNLCK) once the clock has started and\n"
-                       "before anything else, so the program waiting on the file starts under\n"
+                       "release_fd, when >= 0, is the write end of a pipe a warm sandbox's\n"
+                       "waiter reads: one byte is written to it once the clock has started and\n"
+                       "before anything else, so the code the waiter then runs starts under\n"
                        "the limits; if that fails, the child is killed and reaped first.\n"
                        "disk_inodes, when > 0, caps the inodes (hard links included) of the\n"
                        "tmpfs at disk_dir inside the sandbox: past it the sandbox is killed and\n"

@@ -110,9 +110,12 @@ def eval_plan(
     timeout_max_time_sec: object,
     io_max_kb: object,
     cancel: CancelEvent | None = None,
+    *,
+    waiter: bool = False,
 ) -> Plan:
     """Check ``eval_in_sandbox``'s arguments and build its ``Plan``; ``cancel`` is for a
-    caller that may end the run early (``Runner``), the reference has none."""
+    caller that may end the run early (``Runner``), the reference has none; with
+    ``waiter``, its fds are numbered for a warm sandbox's waiter (``waiting_plan``)."""
     code = _validate_code(python_code)
     mem_mb = _positive_int("mem_max_mb", mem_max_mb, 2**20)
     cpu_sec = _positive_int("cpu_max_time_sec", cpu_max_time_sec)
@@ -126,7 +129,7 @@ def eval_plan(
     moved = bwrap.CODE_DIR if interpreter.movable(python, bwrap.CODE_DIR) else None
     venv_config = None if moved is None else interpreter.moved_venv_config(python, moved)
     payloads = [] if venv_config is None else [venv_config[1]]
-    layout = FdLayout.of(payloads=len(payloads), code=True)
+    layout = FdLayout.of(payloads=len(payloads), code=True, waiter=waiter)
     mem_bytes = mem_mb * 2**20
     return Plan(
         layout=layout,

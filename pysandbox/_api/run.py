@@ -146,10 +146,11 @@ def check_python(code: object, args: object) -> tuple[bytes, list[str]]:
     return source, list(args)
 
 
-def build_plan(call: Call) -> tuple[Plan, Limits]:
+def build_plan(call: Call, *, waiter: bool = False) -> tuple[Plan, Limits]:
     """Check the arguments of ``run`` and build its ``Plan``: ``call.program`` under the
     init, in a writable ``WORKDIR`` with the files, and the code when ``call.code`` is
-    given (``run_python``).  Returns the limits in force with it."""
+    given (``run_python``); with ``waiter``, its fds numbered for a warm sandbox's
+    waiter (``waiter.waiting_plan`` makes it one).  Returns the limits in force with it."""
     limits, files, code = call.limits, call.files, call.code
     if limits is None:
         limits = Limits()
@@ -168,7 +169,11 @@ def build_plan(call: Call) -> tuple[Plan, Limits]:
 
     payloads = [] if files_stream is None else [files_stream]
     layout = FdLayout.of(
-        payloads=len(payloads), captures=1, code=code is not None, binds=len(paths)
+        payloads=len(payloads),
+        captures=1,
+        code=code is not None,
+        binds=len(paths),
+        waiter=waiter,
     )
     files_fd = layout.payloads[0] if files_stream is not None else None
     init_options = ["--files-out-fd", str(layout.captures[0])]

@@ -7,17 +7,8 @@ code's path inside (``--ro-bind-fd``).  The sandbox sees exactly that file wheth
 code was written before the sandbox started (a fresh sandbox) or long after (a warm one):
 same kind of mount, same file type, mode and owner, read by the interpreter the same way.
 
-A warm sandbox is started before its code exists.  Its file is created empty with a
-write lease (``fcntl(F_SETLEASE, F_WRLCK)``) held by this process: when the sandbox's
-interpreter, fully started, opens the file, the kernel holds that ``open`` until the
-lease is given up (the lease break).  The code is written first, the lease given up
-after, so the interpreter can never read the file half written; it then runs the code as
-``python FILE`` always does.  ``write_held`` writes it; the C core gives the lease up
-(``Sandbox.pump(release_fd=)``) when it starts the clock.  No signal reaches this
-process on the break (the lease's owner is cleared), and ``waiting`` tells, from the
-lease's state, that the interpreter is blocked in its ``open``.  The kernel breaks a
-lease by itself after ``fs.lease-break-time`` seconds (45 by default); a warm
-sandbox is retired well before that (``lease_break_seconds``).
+A warm sandbox's file is created empty; ``write`` puts the code in it at the hand-over,
+before the sandbox's waiter (``waiter.py``) is told to go and opens it.
 
 The private directory is ``pysandbox-XXXXXXXX`` (random, mode 0700) with an ``owner``
 file naming this process, written whole under another name and renamed into place, so
@@ -38,8 +29,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import errno
-import fcntl
 import os
 import shutil
 import tempfile
@@ -49,16 +38,8 @@ import time
 from .._host import owners
 from .._model.errors import SandboxError, errno_text, process_wide_fix
 
-__all__ = [
-    "UNOWNED_GRACE",
-    "CodeFile",
-    "lease_break_seconds",
-    "lease_support",
-]
+__all__ = ["UNOWNED_GRACE", "CodeFile"]
 
-#: Linux's numbers, for Pythons whose fcntl module lacks the names.
-F_SETLEASE = getattr(fcntl, "F_SETLEASE", 1024)
-F_GETLEASE = getattr(fcntl, "F_GETLEASE", 1025)
 #: Where the private directory goes, the first that works: memory, then the caller's
 #: runtime directory, then the temporary directory.
 _PLACES = ("/dev/shm", os.environ.get("XDG_RUNTIME_DIR", ""), tempfile.gettempdir())
@@ -211,45 +192,19 @@ def _new_file(mode: int, data: bytes) -> tuple[int, str]:
 
 
 class CodeFile:
-    """One sandbox's code file.  ``held``: created empty under a write lease, for a
-    sandbox started before its code exists; else ``data`` is written at once."""
+    """One sandbox's code file, holding ``data`` (a warm sandbox's: empty until
+    ``write``)."""
 
-    def __init__(self, mode: int, *, held: bool, data: bytes = b"") -> None:
-        self._fd, self.path = _new_file(mode, b"" if held else data)
-        self._held = held
-        if held:
-            try:
-                fcntl.fcntl(self._fd, F_SETLEASE, fcntl.F_WRLCK)
-                # No SIGIO when the lease breaks: that is expected, and ``waiting`` asks.
-                fcntl.fcntl(self._fd, fcntl.F_SETOWN, 0)
-            except BaseException:
-                self.close()
-                raise
+    def __init__(self, mode: int, *, data: bytes = b"") -> None:
+        self._fd, self.path = _new_file(mode, data)
 
     def path_fd(self) -> int:
         """A new ``O_PATH`` fd of the file for bwrap's ``--ro-bind-fd`` (the caller's to
-        close); it can neither read nor write, and opening it breaks no lease."""
+        close); it can neither read nor write."""
         return os.open(self.path, os.O_PATH | os.O_CLOEXEC | os.O_NOFOLLOW)
 
-    def waiting(self) -> bool:
-        """The sandbox's interpreter is blocked opening the file (the lease is breaking)."""
-        return self._held and fcntl.fcntl(self._fd, F_GETLEASE) == fcntl.F_RDLCK
-
-    def write_held(self, data: bytes) -> None:
-        """Write the code while the lease still holds the interpreter back; releasing
-        the lease (``fileno``'s, by the C core when it starts the clock) lets it read.
-        Raises ``SandboxError`` when the lease is no longer held (the kernel broke it:
-        the file may have been read empty), so the caller uses another sandbox."""
-        if not self._held or fcntl.fcntl(self._fd, F_GETLEASE) == fcntl.F_UNLCK:
-            raise SandboxError("the warm sandbox's code file is no longer held")
-        self._write(data)
-        self._held = False
-
-    def fileno(self) -> int:
-        """The fd that holds the lease."""
-        return self._fd
-
-    def _write(self, data: bytes) -> None:
+    def write(self, data: bytes) -> None:
+        """Write the code, at the hand-over, into the file that was made empty."""
         try:
             _write_all(self._fd, data)
         except OSError as exc:
@@ -266,42 +221,3 @@ class CodeFile:
             os.close(fd)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)
-
-
-_support: str | None = None
-_support_known = False
-
-
-def lease_support() -> str | None:
-    """Why warm sandboxes cannot work on this host (leases off, or too short), or None."""
-    global _support, _support_known
-    if _support_known:
-        return _support
-    reason = None
-    try:
-        probe = CodeFile(0o444, held=True)
-        probe.close()
-    except OSError as exc:
-        if exc.errno in (errno.EINVAL, errno.EAGAIN, errno.EACCES, errno.ENOSYS):
-            reason = (
-                f"this host refuses file leases ({exc.strerror}): enable them with "
-                "sysctl fs.leases-enable=1"
-            )
-        else:
-            raise
-    if reason is None and lease_break_seconds() < 2:
-        reason = (
-            f"fs.lease-break-time is {lease_break_seconds()} s: warm sandboxes need at "
-            "least 2 (sysctl fs.lease-break-time=45)"
-        )
-    _support, _support_known = reason, True
-    return reason
-
-
-def lease_break_seconds() -> int:
-    """``fs.lease-break-time``: how long the kernel lets a lease holder answer a break."""
-    try:
-        with open("/proc/sys/fs/lease-break-time", encoding="ascii") as file:
-            return int(file.read())
-    except (OSError, ValueError):
-        return 45

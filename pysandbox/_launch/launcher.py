@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from typing import TypeVar
 
     from .codefile import CodeFile
+    from .waiter import Handover, WaiterEnds
 
     _Reply = TypeVar("_Reply")
     _Core = TypeVar("_Core")
@@ -79,11 +80,16 @@ def _write_memfd(data: bytes) -> int:
     return fd
 
 
-def _pass_fds(plan: Plan, lifeline_read: int, code_file: CodeFile | None) -> list[int]:
+def _pass_fds(
+    plan: Plan,
+    lifeline_read: int,
+    code_file: CodeFile | None,
+    waiter: WaiterEnds | None = None,
+) -> list[int]:
     """The fds for the C core's ``pass_fds`` (``_close_pass_fds`` closes them): the
     syscall filter in a memfd, the read end of the lifeline, each payload in a memfd,
-    a copy of each channel, the code file's ``O_PATH`` fd, then each readable path's,
-    opened and checked once (``open_readable``)."""
+    a copy of each channel, the waiter's fds, the code file's ``O_PATH`` fd, then each
+    readable path's, opened and checked once (``open_readable``)."""
     fds: list[int] = []
     try:
         fds.append(_write_memfd(bwrap.seccomp_program()))
@@ -92,6 +98,8 @@ def _pass_fds(plan: Plan, lifeline_read: int, code_file: CodeFile | None) -> lis
             fds.append(_write_memfd(data))
         for channel in plan.channels:
             fds.append(os.dup(channel))
+        if waiter is not None:
+            fds += waiter.sandbox_fds()
         if code_file is not None:
             fds.append(code_file.path_fd())
         if plan.readable:
@@ -188,6 +196,7 @@ class _Setup:
     code_file: CodeFile | None
     pass_fds: list[int]
     resources: contextlib.ExitStack
+    waiter: WaiterEnds | None = None
 
     def spawn_options(self, plan: Plan) -> dict[str, object]:
         """The C core's spawn keywords for ``plan`` (``_sandbox.start``'s)."""
@@ -221,9 +230,9 @@ class _Setup:
         }
 
 
-def _set_up(plan: Plan, *, held: bool) -> _Setup:
-    """Everything around ``plan``'s bwrap, the code file held (empty) or holding
-    ``plan.code``; on a failure nothing is left."""
+def _set_up(plan: Plan) -> _Setup:
+    """Everything around ``plan``'s bwrap: the code file holding ``plan.code`` (empty
+    for a warm plan, whose waiter's fds are made too); on a failure nothing is left."""
     if len(plan.payloads) != len(plan.layout.payloads) or len(plan.capture_caps) != len(
         plan.layout.captures
     ):
@@ -234,6 +243,8 @@ def _set_up(plan: Plan, *, held: bool) -> _Setup:
         raise ValueError("the plan's channels do not match its fd layout")
     if len(plan.readable) != len(plan.layout.binds):
         raise ValueError("the plan's readable paths do not match its fd layout")
+    if bool(plan.layout.waiter) != (plan.code is None and plan.code_path is not None):
+        raise ValueError("a plan waits for its code exactly when its layout has a waiter")
     argv = command_line(plan)
     resources = contextlib.ExitStack()
     try:
@@ -241,17 +252,23 @@ def _set_up(plan: Plan, *, held: bool) -> _Setup:
         if plan.code_path is not None:
             from .codefile import CodeFile  # tempfile and shutil: only for code to run
 
-            code_file = CodeFile(plan.code_mode, held=held, data=plan.code or b"")
+            code_file = CodeFile(plan.code_mode, data=plan.code or b"")
             resources.callback(code_file.close)
+        waiter = None
+        if plan.layout.waiter:
+            from .waiter import WaiterEnds  # only for warm sandboxes
+
+            waiter = WaiterEnds(plan.template)
+            resources.callback(waiter.close)
         lifeline_read, _lifeline_write = resources.enter_context(lifeline())
         confinement = resources.enter_context(
             confine(processes=plan.processes, memory_total=plan.memory_total, rlimits=plan.rlimits)
         )
-        pass_fds = _pass_fds(plan, lifeline_read, code_file)
+        pass_fds = _pass_fds(plan, lifeline_read, code_file, waiter)
     except BaseException:
         resources.close()
         raise
-    return _Setup(argv, confinement, code_file, pass_fds, resources)
+    return _Setup(argv, confinement, code_file, pass_fds, resources, waiter)
 
 
 def _close_pass_fds(setup: _Setup) -> None:
@@ -296,9 +313,10 @@ def _run_core(call: Callable[[], _Core]) -> _Core:
 
 
 class Launched:
-    """A sandbox started ahead of its code (``start``), until ``finish`` runs it to its
-    end or ``close`` ends it unrun.  Owns the sandbox, its lifeline, its confinement
-    (cgroup) and its code file; ``close`` releases them all and is idempotent."""
+    """A sandbox started ahead of its code (``start``), its interpreter running the
+    waiter (``waiter.py``), until ``finish`` runs it to its end or ``close`` ends it
+    unrun.  Owns the sandbox, its lifeline, its confinement (cgroup), its code file and
+    its waiter's fds; ``close`` releases them all and is idempotent."""
 
     def __init__(self, sandbox: _sandbox.Sandbox, setup: _Setup) -> None:
         self._sandbox = sandbox
@@ -308,44 +326,64 @@ class Launched:
         self.started_at = time.monotonic()
 
     def waiting(self) -> bool:
-        """Its interpreter has started and waits for its code."""
-        code_file = self._setup.code_file
-        return code_file is not None and code_file.waiting()
+        """Its interpreter has started (and run its template's set-up) and waits for
+        its code."""
+        waiter = self._setup.waiter
+        return waiter is not None and waiter.said().startswith(b"R")
 
     def exited(self) -> bool:
         """It ended by itself (or was run or closed): it can run nothing now."""
         return self._sandbox.exited()
 
-    def hand_over(self, code: bytes) -> None:
-        """Write the code into its file (``finish`` then lets the interpreter read it).
-        Raises ``SandboxError`` when the sandbox cannot take it (the caller then closes
-        it and uses another)."""
-        code_file = self._setup.code_file
-        assert code_file is not None
+    def ready_within(self, seconds: float) -> bool:
+        """Whether its waiter has said it is ready, waiting up to ``seconds`` for its
+        first word (it says ``X`` instead when its template's set-up failed)."""
+        waiter = self._setup.waiter
+        return waiter is not None and waiter.said(seconds).startswith(b"R")
+
+    def hand_over(self, code: bytes, handover: Handover, until: float, within: float) -> None:
+        """Wait until ``until`` (a ``time.monotonic()`` value) for its waiter to be ready
+        (its template's set-up may still run), then write the code into its file and the
+        call's part into the waiter's payload; ``finish`` then tells the waiter to go.
+        Raises ``SandboxError`` when the sandbox cannot take them (it ended, its
+        template's set-up failed: with its traceback, it was not ready in time: the
+        message says ``within`` seconds); the caller then closes it."""
+        code_file, waiter = self._setup.code_file, self._setup.waiter
+        assert code_file is not None and waiter is not None
+        said = waiter.said(max(0.0, until - time.monotonic()))
+        if said.startswith(b"X"):
+            raise SandboxError(
+                "the template's set-up failed in the sandbox:\n"
+                + said[1:].decode("utf-8", "replace").rstrip()
+            )
         baseline = self._sandbox.cpu_time(cgroup_cpu_fd=self._setup.confinement.cpu_counter)
-        if baseline < 0 or self._sandbox.exited():
-            raise SandboxError("the warm sandbox ended before its code came")
-        code_file.write_held(code)
+        if baseline < 0 or self._sandbox.exited() or not said.startswith(b"R"):
+            if said or self._sandbox.exited():
+                raise SandboxError("the warm sandbox ended before its code came")
+            raise SandboxError(f"the warm sandbox was not ready within {within:g} s")
+        code_file.write(code)
+        waiter.write(handover.encode())
         self._baseline = baseline
         self._handed_over = True
 
     def finish(self, plan: Plan) -> Facts:
         """Run the sandbox, handed its code, to its end under ``plan``'s stdin, callbacks,
         caps, deadline and CPU limit, and return the facts; raises as ``launch`` does.
-        The C core starts the clock and only then lets the interpreter read its code, so
-        the wall time and the limits count from there, and no Python code of this
-        process (a signal handler) runs between the two.  Closes it."""
+        The C core starts the clock and only then tells the waiter to go, so the wall
+        time and the limits count from there, and no Python code of this process (a
+        signal handler) runs between the two.  Raises ``SandboxError`` when the waiter
+        could not write the call's input files (the code never ran).  Closes it."""
         if not self._handed_over:
             raise RuntimeError("hand_over the code first")
         setup = self._setup
         try:
-            code_file = setup.code_file
-            assert code_file is not None
+            waiter = setup.waiter
+            assert waiter is not None
             try:
                 raw = _run_core(
                     lambda: self._sandbox.pump(
                         **setup.pump_options(plan, self._baseline),  # type: ignore[arg-type]
-                        release_fd=code_file.fileno(),
+                        release_fd=waiter.go,
                     )
                 )
             except SandboxError as exc:
@@ -356,8 +394,12 @@ class Launched:
                         "killed before its code ran"
                     ) from cause
                 raise
+            said = waiter.said()
         finally:
             self.close()
+        if said.startswith(b"RX"):
+            why = said[2:].decode("utf-8", "replace")
+            raise SandboxError(f"the sandbox could not start the program: {why}")
         # After the clean-up: the cgroup's counters were read once, when it ended.
         return _facts(raw, setup, self._baseline)
 
@@ -367,13 +409,13 @@ class Launched:
 
 
 def start(plan: Plan) -> Launched:
-    """Start ``plan``'s sandbox without its code: bwrap, the init and the interpreter
-    begin at once, and the interpreter waits at its empty, held code file
-    (``_codefile``) until ``Launched.hand_over`` and ``Launched.finish``.  Raises
+    """Start ``plan``'s sandbox (a warm plan: ``waiter.waiting_plan``) without its code:
+    bwrap, the init and the interpreter begin at once, and the interpreter runs the
+    waiter until ``Launched.hand_over`` and ``Launched.finish``.  Raises
     ``SandboxError`` when bwrap cannot be started."""
-    if plan.code_path is None:
-        raise ValueError("only a plan with code can start before its code")
-    setup = _set_up(plan, held=True)
+    if not plan.layout.waiter:
+        raise ValueError("only a warm plan (waiting_plan) can start before its code")
+    setup = _set_up(plan)
     try:
         try:
             options = setup.spawn_options(plan)
@@ -398,7 +440,7 @@ def launch(plan: Plan) -> Facts:
     propagates.
     In every case the sandbox is killed and reaped first.
     """
-    setup = _set_up(plan, held=False)
+    setup = _set_up(plan)
     with setup.resources:
         try:
             raw = _run_core(

@@ -15,7 +15,15 @@ from .._model.cancel import CancelEvent
 from .._model.record import record
 from . import bwrap
 
-__all__ = ["FIRST_PAYLOAD_FD", "LIFELINE_FD", "Facts", "FdLayout", "InitReport", "Plan"]
+__all__ = [
+    "FIRST_PAYLOAD_FD",
+    "LIFELINE_FD",
+    "WAITER_FDS",
+    "Facts",
+    "FdLayout",
+    "InitReport",
+    "Plan",
+]
 
 #: bwrap's status reports are a few dozen bytes; keep no more than this.
 REPORT_CAP = 64 * 1024
@@ -31,14 +39,17 @@ LIFELINE_FD = bwrap.SECCOMP_FD + 1
 
 
 FIRST_PAYLOAD_FD = LIFELINE_FD + 1
+#: A waiter's fds: the go pipe's read end, the ready pipe's write end, the payload memfd.
+WAITER_FDS = 3
 
 
 @record
 class FdLayout:
     """The fd numbers inside bwrap, as the C core maps them: ``pass_fds[i]`` becomes
     ``3 + i`` (the syscall filter first, the lifeline's read end, the payloads, the
-    channels, the code file, then the readable paths), and the capture pipes follow
-    (bwrap's status, the init's report, then the API's own captures)."""
+    channels, a warm sandbox's waiter fds, the code file, then the readable paths), and
+    the capture pipes follow (bwrap's status, the init's report, then the API's own
+    captures)."""
 
     #: The fds of the API's payloads (input files, a moved ``pyvenv.cfg``), in order.
     payloads: tuple[int, ...]
@@ -55,6 +66,9 @@ class FdLayout:
     binds: tuple[int, ...] = ()
     #: The channels' (``Plan.channels``), after the payloads: open in the program.
     channels: tuple[int, ...] = ()
+    #: A warm sandbox's waiter fds (``waiter.WaiterEnds``: go, ready, payload), after
+    #: the channels: open in the waiter, which closes them before the code runs.
+    waiter: tuple[int, ...] = ()
 
     @classmethod
     def of(
@@ -65,11 +79,13 @@ class FdLayout:
         code: bool = False,
         binds: int = 0,
         channels: int = 0,
+        waiter: bool = False,
     ) -> FdLayout:
         """The layout for that many payloads, channels, API captures and readable paths,
-        and a code file or not."""
+        a code file or not, and a waiter's fds or not."""
         first_channel = FIRST_PAYLOAD_FD + payloads
-        code_fd = first_channel + channels
+        first_waiter = first_channel + channels
+        code_fd = first_waiter + (WAITER_FDS if waiter else 0)
         first_bind = code_fd + int(code)
         status = first_bind + binds
         return cls(
@@ -79,7 +95,8 @@ class FdLayout:
             report=status + 1,
             captures=tuple(range(status + 2, status + 2 + captures)),
             binds=tuple(range(first_bind, status)),
-            channels=tuple(range(first_channel, code_fd)),
+            channels=tuple(range(first_channel, first_waiter)),
+            waiter=tuple(range(first_waiter, code_fd)),
         )
 
 
@@ -141,11 +158,15 @@ class Plan:
     #: Host fds the program gets open on ``layout.channels`` (a session's pipes to its
     #: keeper); the launch passes copies, the caller keeps and closes its own.
     channels: Sequence[int] = ()
+    #: A warm sandbox's (``layout.waiter``): the template its waiter runs before it
+    #: waits (``waiter.encode_template``); b"": none.
+    template: bytes = b""
 
     def start_key(self) -> tuple[object, ...]:
-        """What its sandbox is made of before the code runs: two plans with the same key
-        may share a warm sandbox (their stdin, callbacks, caps, deadlines and code are
-        applied at the hand-over)."""
+        """What its sandbox is made of before the code runs: two warm plans
+        (``waiter.waiting_plan``) with the same key may share a warm sandbox (their
+        stdin, callbacks, caps, deadlines and ``waiter.Handover`` are applied at the
+        hand-over)."""
         return (
             self.layout,
             self.python,
@@ -162,6 +183,7 @@ class Plan:
             self.code_mode,
             tuple(self.readable),
             tuple(self.writable),
+            self.template,
         )
 
 

@@ -20,6 +20,7 @@ import asyncio
 import dataclasses
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
@@ -40,12 +41,14 @@ from .._api.run import (
     python_program,
 )
 from .._api.session import DEFAULT_CPU_BUDGET, DEFAULT_IDLE_TIMEOUT, DEFAULT_LIFETIME, Session
-from .._launch.launcher import launch
+from .._launch.launcher import launch, start
 from .._launch.plan import Facts, Plan
+from .._launch.waiter import Handover
 from .._model.cancel import AnyOf, CancelEvent, Cancelled
 from .._model.file import File
 from .._model.limits import Limits
 from .._model.result import ProcessOutput, Result
+from .._model.template import Template
 from .job import Job
 from .map import map_jobs
 from .outcome import Outcome
@@ -59,8 +62,12 @@ from .sessions import (
 )
 from .slots import Slots
 from .warm import WarmPool
+from .warm_form import eval_form, python_form
 
 __all__ = ["Runner"]
+
+#: How long a call waits for a warm sandbox without a template that is still starting.
+_READY_WITHIN = 10.0
 
 #: Makes a run's output callbacks once its cancel event is known (the async forms hand
 #: each chunk to the event loop and give up when that event is set).
@@ -98,8 +105,13 @@ class Runner:
         a call beyond it waits for a slot, without counting that wait in its wall time.
     :param warm: how many single-use sandboxes to keep started ahead of need, their
         interpreter waiting for its code (docs/services.rst, *Warm sandboxes*): first for
-        ``run_python`` with this Runner's defaults, then for the kind of call last made.
-        A call of that kind takes one; the pool refills after the call returns.  0: none.
+        ``run_python`` with this Runner's defaults, then for the kinds of the calls made.
+        A ``run_python`` or ``eval_in_sandbox`` call of a kind takes one (its code,
+        ``args``, files and most ``env`` are handed over, not part of the kind); the pool
+        refills after the call returns.  0: none.
+    :param template: a ``Template`` each warm sandbox runs before it waits (modules
+        imported, set-up code run, files placed), for ``run_python`` calls
+        (docs/services.rst, *Templates*); needs ``warm`` >= 1.
     :param max_sessions: the most sessions of ``session()`` live at once; at the cap a
         new session evicts the one idle the longest (docs/services.rst, *Sessions in a
         Runner*).
@@ -126,6 +138,7 @@ class Runner:
         warm: int = 0,
         max_sessions: int = 16,
         warm_sessions: int = 0,
+        template: Template | None = None,
     ) -> None:
         if limits is not None and not isinstance(limits, Limits):
             raise TypeError(f"limits must be a Limits or None, not {type(limits).__name__}")
@@ -134,6 +147,11 @@ class Runner:
         check_env(env)
         self._env = dict(env or {})
         size = _check_warm(warm)
+        if template is not None and not isinstance(template, Template):
+            raise TypeError(f"template must be a Template or None, not {type(template).__name__}")
+        if template is not None and not size:
+            raise ValueError("template needs warm >= 1 (the sandboxes it prepares)")
+        self._template = template
         self._book = SessionBook(check_count(max_sessions, "max_sessions", 1))
         warm_count = check_count(warm_sessions, "warm_sessions", 0)
         self._slots = Slots(_check_max_concurrent(max_concurrent))
@@ -143,8 +161,7 @@ class Runner:
             call = Call(
                 program, code=source, limits=self._limits, readable=self._readable, env=self._env
             )
-            plan, _ = build_plan(call)
-            self._pool = WarmPool(size, plan)
+            self._pool = WarmPool(size, python_form(call, template)[0])
             weakref.finalize(self, self._pool.close)
         self._warm_sessions: WarmSessions | None = None
         if warm_count:
@@ -176,6 +193,11 @@ class Runner:
     def warm(self) -> int:
         """How many warm sandboxes this Runner keeps (0: none)."""
         return 0 if self._pool is None else self._pool.size
+
+    @property
+    def template(self) -> Template | None:
+        """The ``Template`` this Runner's warm sandboxes run before they wait, or None."""
+        return self._template
 
     @property
     def warm_ready(self) -> int:
@@ -238,17 +260,29 @@ class Runner:
             self._warm_sessions.close()
         self._book.close()
 
-    def _facts(self, plan: Plan) -> Facts:
-        """Run ``plan`` in a warm sandbox of its kind if one is waiting, else in a fresh
-        one; the pool refills for this kind once the run has ended."""
+    def _facts(self, plan: Plan, form: tuple[Plan, Handover] | None) -> Facts:
+        """Run ``plan`` in a warm sandbox of its warm ``form``'s kind if there is one,
+        else in a fresh one (with a template: one started now, which runs the set-up
+        first); the pool refills for this kind once the run has ended."""
         pool = self._pool
-        if pool is None:
+        if pool is None or form is None or plan.code is None:
             return launch(plan)
+        waiting, handover = form
+        template = self._template if waiting.template else None
+        within = _READY_WITHIN if template is None else template.timeout
+        until = time.monotonic() + within  # one wait for the call, however many it tries
         try:
-            launched = pool.take(plan)
+            launched = pool.take(waiting, plan.code, handover, until, within)
+            if launched is None and template is not None:
+                launched = start(waiting)
+                try:
+                    launched.hand_over(plan.code, handover, until, within)
+                except BaseException:
+                    launched.close()
+                    raise
             return launch(plan) if launched is None else launched.finish(plan)
         finally:
-            pool.served(plan)
+            pool.served(waiting)
 
     def __enter__(self) -> Runner:
         return self
@@ -384,8 +418,18 @@ class Runner:
                     on_stderr=on_stderr,
                 )
             )
+            form = None
+            if self._pool is not None and plan.code is not None:
+                merged = dataclasses.replace(
+                    call,
+                    limits=checked,
+                    readable=self._merged_readable(call.readable),
+                    env=self._merged_env(call.env),
+                )
+                form = python_form(merged, self._template)
             queued = ticket.wait(call.cancel)
-            return dataclasses.replace(finish(plan, checked, self._facts), queued_time=queued)
+            facts = finish(plan, checked, lambda ready: self._facts(ready, form))
+            return dataclasses.replace(facts, queued_time=queued)
 
     def _eval(
         self,
@@ -406,8 +450,20 @@ class Runner:
                 io_max_kb,
                 cancel=AnyOf(cancel, ticket.stop),
             )
+            form = None
+            if self._pool is not None:
+                form = eval_form(
+                    eval_plan(
+                        python_code,
+                        mem_max_mb,
+                        cpu_max_time_sec,
+                        timeout_max_time_sec,
+                        io_max_kb,
+                        waiter=True,
+                    )
+                )
             ticket.wait(cancel)
-            return read_output(self._facts(plan))
+            return read_output(self._facts(plan, form))
 
     def run(
         self,

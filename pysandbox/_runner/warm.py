@@ -1,13 +1,14 @@
 # SPDX-License-Identifier: MIT
 """Warm sandboxes: single-use sandboxes started ahead of need, their interpreter waiting.
 
-A ``WarmPool`` keeps up to ``size`` sandboxes, in all, of the kinds of plan its calls
-have (``Plan.start_key``: everything of a plan but what belongs to one call), started
-with ``_launch.start(plan)``: bwrap has built the sandbox, the init runs, and the
-interpreter has started and waits in the ``open`` of its code file (``_codefile``).  A
-call whose plan has the key of a waiting sandbox takes it (``take``), hands it its code
-and runs it to its end, exactly as a fresh one; each sandbox runs one call and is gone.
-A call that finds none starts a fresh sandbox, as without a pool.
+A ``WarmPool`` keeps up to ``size`` sandboxes, in all, of the kinds of warm plan its
+calls have (``warm_form``; ``Plan.start_key``), started with ``_launch.start(plan)``:
+bwrap has built the sandbox, the init runs, and the interpreter runs the waiter
+(``_launch/waiter.py``), which waits, as long as it takes, for a call.  A call whose warm
+plan has the key of a waiting sandbox takes it (``take``), hands it its code, arguments,
+files and environment (``Handover``) and runs it to its end, as a fresh one would; each
+sandbox runs one call and is gone.  A call that finds none starts a fresh sandbox, as
+without a pool.
 
 Each call asks for one sandbox of its kind to be started once it has returned
 (``served``): the one it took is replaced, or the next call of a kind it missed finds
@@ -17,13 +18,14 @@ makes room by retiring a sandbox of the kind whose last call is the oldest; the
 requests wait in order, at most ``size`` of them (the oldest are dropped).
 
 A keeper thread starts the sandboxes one at a time, after a call has returned, never
-while it runs, so the start-up does not compete with the call for the CPU.  It also
-retires sandboxes before the kernel would break their code file's lease (half of
-``fs.lease-break-time``), and any that ended by themselves, and starts their
-replacements; a kind whose sandboxes failed to start three times in a row is not
-warmed any more (its calls start fresh sandboxes, which report what fails).  ``close``
-kills and reaps every waiting sandbox and stops the thread.  A sandbox waiting here
-dies with this process like any other (its lifeline).
+while it runs, so the start-up does not compete with the call for the CPU.  A waiting
+sandbox is never retired for its age: an idle pool starts nothing.  The keeper replaces
+any that ended by itself (it looks every ``_CHECK_SECONDS``), by one of its kind if a
+call of that kind came since it started, else by one of the kind called last; a kind
+whose sandboxes failed to start three times in a row is not warmed any more (its calls
+start fresh sandboxes, which report what fails).  ``close`` kills and reaps every
+waiting sandbox and stops the thread.  A sandbox waiting here dies with this process
+like any other (its lifeline).
 """
 
 from __future__ import annotations
@@ -36,15 +38,20 @@ import time
 import weakref
 from typing import Any, Generic, TypeVar
 
-from .._launch.codefile import lease_break_seconds, lease_support
 from .._launch.launcher import Launched, start
 from .._launch.plan import Plan
+from .._launch.waiter import Handover
 from .._model.errors import SandboxError
 
 __all__ = ["KeptPool", "WarmPool"]
 
 #: How long the keeper waits after a failed start before it tries again.
 _RETRY_SECONDS = 1.0
+#: How often the keeper looks for waiting sandboxes that ended by themselves.
+_CHECK_SECONDS = 5.0
+#: The longest the keeper waits for a sandbox it started to be ready before it starts
+#: the next (a template's set-up that takes longer overlaps the next start-up).
+_SETTLE_SECONDS = 60.0
 
 _Item = TypeVar("_Item")
 
@@ -61,7 +68,8 @@ os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def template_of(plan: Plan) -> Plan:
-    """``plan`` without what belongs to one call: the plan a warm sandbox is started for."""
+    """A warm ``plan`` without what belongs to one call: the plan a warm sandbox is
+    started for."""
     return dataclasses.replace(
         plan,
         code=None,
@@ -127,20 +135,14 @@ class WarmPool(KeptPool[tuple[tuple[object, ...], Launched]]):
 
     Close it only once no taken sandbox runs (``Runner.close`` first ends the calls):
     the keeper thread, which started every sandbox of the pool, exits then, and bwrap's
-    ``--die-with-parent`` follows the thread that started it.
-
-    :raises SandboxError: this host cannot hold an interpreter at its code file (file
-        leases disabled, or ``fs.lease-break-time`` too short), with the fix.
+    ``--die-with-parent`` follows the thread that started it.  ``plan``: the warm plan
+    of the kind to start first.
     """
 
     def __init__(self, size: int, plan: Plan) -> None:
-        if plan.code_path is None:
-            raise ValueError("only a plan with code can be warmed")
-        reason = lease_support()
-        if reason is not None:
-            raise SandboxError(f"warm sandboxes are not possible on this host: {reason}")
+        if not plan.layout.waiter:
+            raise ValueError("only a warm plan (waiting_plan) can be warmed")
         super().__init__(size, "pysandbox-warm")
-        self.max_age = lease_break_seconds() / 2
         template = template_of(plan)
         #: The kind of the last call served (of ``plan`` before any).
         self._key = template.start_key()
@@ -161,37 +163,42 @@ class WarmPool(KeptPool[tuple[tuple[object, ...], Launched]]):
         with self._lock:
             return sum(key == self._key and launched.waiting() for key, launched in self._ready)
 
-    def take(self, plan: Plan) -> Launched | None:
-        """A waiting sandbox for ``plan``'s kind, already given ``plan.code``, or None
-        (none ready, none usable).  The caller runs it with ``finish(plan)``."""
-        if plan.code is None or plan.code_path is None:
-            return None
+    def take(
+        self, plan: Plan, code: bytes, handover: Handover, until: float, within: float
+    ) -> Launched | None:
+        """A sandbox of the warm ``plan``'s kind, already handed ``code`` and
+        ``handover``, or None (none there, none usable).  One whose waiter is ready is
+        taken first; one still starting is waited for until ``until`` (a
+        ``time.monotonic()`` value; ``within`` seconds from the call's start, for the
+        message).  The caller runs it with ``finish`` and the call's own plan."""
         key = plan.start_key()
         while True:
             with self._lock:
                 if self._closed:
                     return None
-                index = next((i for i, (k, _) in enumerate(self._ready) if k == key), None)
-                if index is None:
+                mine = [i for i, (k, _) in enumerate(self._ready) if k == key]
+                if not mine:
                     return None
+                index = next((i for i in mine if self._ready[i][1].waiting()), mine[0])
                 _, launched = self._ready.pop(index)
-            if time.monotonic() - launched.started_at < self.max_age:
-                try:
-                    launched.hand_over(plan.code)
-                except SandboxError:
-                    launched.close()
-                    continue
+            try:
+                launched.hand_over(code, handover, until, within)
+            except SandboxError:
+                launched.close()
                 with self._lock:
-                    self._taken += 1
-                return launched
-            launched.close()
+                    self._kind_failures[key] = self._kind_failures.get(key, 0) + 1
+                continue
+            except BaseException:
+                launched.close()
+                raise
+            with self._lock:
+                self._taken += 1
+                self._kind_failures[key] = 0
+            return launched
 
     def served(self, plan: Plan) -> None:
-        """A call of ``plan``'s kind has returned: ask for one sandbox of that kind.  A
-        plan without code (``run``) asks for none: its program would run as soon as it
-        started, so it is never warmed."""
-        if plan.code_path is None:
-            return
+        """A call of the warm ``plan``'s kind has returned: ask for one sandbox of that
+        kind."""
         template = template_of(plan)
         key = template.start_key()
         with self._lock:
@@ -240,7 +247,7 @@ class WarmPool(KeptPool[tuple[tuple[object, ...], Launched]]):
                 continue
             with self._lock:
                 if not self._closed and not self._requests:
-                    self._lock.wait(self._next_expiry())
+                    self._lock.wait(_CHECK_SECONDS)
         for _, launched in ready:
             launched.close()
 
@@ -266,21 +273,18 @@ class WarmPool(KeptPool[tuple[tuple[object, ...], Launched]]):
         return [self._ready.pop(oldest)[1]]
 
     def _stale(self) -> list[Launched]:
-        """Take out (the lock held) the sandboxes to retire: too old, or ended by
-        themselves.  Each is replaced by one of its kind if a call of that kind came
-        since it started, else by one of the kind called last: a kind nobody calls
-        gives way to the one in use when its sandboxes age out."""
-        now = time.monotonic()
+        """Take out (the lock held) the sandboxes that ended by themselves: each is a
+        failure of its kind (its interpreter, or its template's set-up, failed), so a
+        host that kills every one stops the refilling.  Each is replaced by one of its
+        kind if a call of that kind came since it started, else by one of the kind
+        called last."""
         keep: list[tuple[tuple[object, ...], Launched]] = []
         stale = []
         for key, launched in self._ready:
-            if launched.exited():
-                # It could not wait for its code (its interpreter failed to start?): a
-                # failure, so a host that kills every one stops the refilling.
-                self._kind_failures[key] = self._kind_failures.get(key, 0) + 1
-            elif now - launched.started_at < self.max_age:
+            if not launched.exited():
                 keep.append((key, launched))
                 continue
+            self._kind_failures[key] = self._kind_failures.get(key, 0) + 1
             stale.append(launched)
             if self._last_call.get(key, 0.0) < launched.started_at:
                 key = self._key
@@ -288,17 +292,13 @@ class WarmPool(KeptPool[tuple[tuple[object, ...], Launched]]):
         self._ready = keep
         return stale
 
-    def _next_expiry(self) -> float:
-        """Seconds until the oldest waiting sandbox must be retired (the lock held)."""
-        if not self._ready:
-            return self.max_age
-        oldest = min(launched.started_at for _, launched in self._ready)
-        return max(0.01, oldest + self.max_age - time.monotonic())
-
     def _start_one(self, key: tuple[object, ...], template: Plan) -> None:
         """Start one sandbox of ``template``'s kind and add it to the pool, unless the
-        pool is full by then; a failure counts against the kind, and the keeper waits a
-        little before it starts anything else."""
+        pool is full by then, and wait until it is ready (its interpreter started, its
+        template's set-up done) before starting another: start-ups and set-ups run one
+        at a time, not side by side with each other and the calls.  A failure counts
+        against the kind, and the keeper waits a little before it starts anything
+        else."""
         with self._lock:
             if len(self._ready) >= self.size:
                 return
@@ -311,9 +311,28 @@ class WarmPool(KeptPool[tuple[tuple[object, ...], Launched]]):
             return
         with self._lock:
             self._started += 1
-            self._kind_failures[key] = 0
             closing = self._closed or len(self._ready) >= self.size
             if not closing:
                 self._ready.append((key, launched))
         if closing:
             launched.close()
+            return
+        self._settle(key, launched)
+
+    def _settle(self, key: tuple[object, ...], launched: Launched) -> None:
+        """Wait until ``launched`` is ready (then its kind's failures are forgotten),
+        has ended, or was taken by a call, at most ``_SETTLE_SECONDS``, looking every
+        50 ms whether the pool is closing.  Only a sandbox that said it is ready
+        clears its kind's failures: a template whose set-up fails is not restarted
+        forever."""
+        deadline = time.monotonic() + _SETTLE_SECONDS
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self._closed or all(other is not launched for _, other in self._ready):
+                    return
+            if launched.ready_within(0.05):
+                with self._lock:
+                    self._kind_failures[key] = 0
+                return
+            if launched.exited():
+                return

@@ -4,7 +4,6 @@ to its end later (a warm sandbox), or ``kill`` (or dropping it) ends unrun."""
 
 from __future__ import annotations
 
-import fcntl
 import gc
 import os
 import time
@@ -14,7 +13,6 @@ from support.processes import children_of
 from support.timing import KILL_LATENCY, PROMPTLY
 
 from pysandbox import _sandbox
-from pysandbox._launch import codefile as _codefile
 
 SH = "/bin/sh"
 
@@ -94,36 +92,39 @@ def test_cpu_time_samples_the_running_tree() -> None:
         sandbox.kill()
 
 
-def test_release_fd_lets_a_held_reader_go_once_the_clock_runs() -> None:
-    """A program blocked opening a file under a write lease starts when ``pump`` gives
-    the lease up, not before."""
-    held = _codefile.CodeFile(0o444, held=True)
+def test_release_fd_lets_a_waiting_reader_go_once_the_clock_runs() -> None:
+    """A program blocked reading a pipe goes on when ``pump`` writes one byte into the
+    pipe's write end, not before: it has read nothing until then."""
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
     try:
-        sandbox = started(f"cat {held.path}; echo end")
-        deadline = time.monotonic() + PROMPTLY
-        while not held.waiting() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert held.waiting(), "cat did not block on the lease"
-        held.write_held(b"the code\n")
-        raw = sandbox.pump(timeout=PROMPTLY, release_fd=held.fileno())
-        assert raw["stdout"] == b"the code\nend\n"
-        assert fcntl.fcntl(held.fileno(), _codefile.F_GETLEASE) == fcntl.F_UNLCK
+        sandbox = _sandbox.start(
+            [SH, "-c", "head -c 1 <&3 > /dev/null; echo went after $SECONDS"],
+            [],
+            pass_fds=[read_end],
+        )
+        time.sleep(0.2)
+        assert not sandbox.exited()
+        raw = sandbox.pump(timeout=PROMPTLY, release_fd=write_end)
+        assert raw["stdout"].startswith(b"went after")
+        assert raw["status_known"] and raw["wait_status"] == 0
     finally:
-        held.close()
+        os.close(read_end)
+        os.close(write_end)
 
 
 def test_a_release_that_fails_kills_the_program_first() -> None:
-    held = _codefile.CodeFile(0o444, held=True)
+    """A byte that cannot be written (here: to a pipe's read end, EBADF)."""
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
     try:
-        fcntl.fcntl(held.fileno(), _codefile.F_SETLEASE, fcntl.F_UNLCK)
         sandbox = started("sleep 60")
         pid = sandbox.pid
-        with pytest.raises(OSError, match="giving up the code file's lease") as caught:
-            sandbox.pump(timeout=PROMPTLY, release_fd=held.fileno())
+        with pytest.raises(OSError, match="releasing the warm sandbox's waiter") as caught:
+            sandbox.pump(timeout=PROMPTLY, release_fd=read_end)
         assert caught.value.stage == _sandbox.STAGE_RELEASE
         assert not os.path.exists(f"/proc/{pid}")
     finally:
-        held.close()
+        os.close(read_end)
+        os.close(write_end)
 
 
 @pytest.mark.no_bwrap

@@ -9,6 +9,7 @@ Runner (``WARM_THROUGH`` in ``test_contract.py`` and ``test_run.py``).
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -17,17 +18,18 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.processes import children_of
 from support.timing import KILL_LATENCY, PROMPTLY, cpu_overshoot, slow
 from support.warm import wait_ready
 
-from pysandbox import Limits, Result, Runner, SandboxError, Status
+from pysandbox import File, Limits, Result, Runner, SandboxError, Status
 from pysandbox._launch import codefile as _codefile
-from pysandbox._model.record import replace
+from pysandbox._runner import warm as _warm
 
 #: Everything of the interpreter, the process and the sandbox the code can look at,
 #: printed as JSON; the parts that differ between any two sandboxes (pipe and mount
@@ -106,6 +108,17 @@ print(json.dumps(probe))
 #: Fields that differ between two fresh sandboxes of a root caller: each sandbox runs as
 #: its own uid (docs/security.rst, What is isolated).
 _PER_SANDBOX = {"ids", "status"}
+#: Fields that show the waiter, as documented (docs/services.rst, *What the code can
+#: tell*): the code's module frame is called by two frames of the waiter's ``-c``.
+_WAITER_SHOWN = {"stack", "outer_frame"}
+
+
+def _check_waiter_frames(warm: dict[str, Any], fresh: dict[str, Any]) -> None:
+    """The stack is the fresh one below the waiter's two frames, nothing else."""
+    assert warm["stack"][2:] == fresh["stack"]
+    assert all(entry.startswith('  File "<string>"') for entry in warm["stack"][:2])
+    assert fresh["outer_frame"] == "None"
+    assert "file '<string>'" in warm["outer_frame"]
 
 
 def _fresh_and_warm(call: Callable[[Runner], str], prime: Callable[[Runner], object]) -> None:
@@ -124,11 +137,12 @@ def _fresh_and_warm(call: Callable[[Runner], str], prime: Callable[[Runner], obj
     varying = {key for key in fresh[0] if fresh[0][key] != fresh[1][key]}
     assert varying <= _PER_SANDBOX, {key: fresh[0][key] for key in varying}
     for key in fresh[0]:
-        if key not in varying:
+        if key not in varying | _WAITER_SHOWN:
             assert warm[0][key] == fresh[0][key], key
             assert warm[1][key] == fresh[0][key], key
     for other in warm:
         assert other.keys() == fresh[0].keys()
+        _check_waiter_frames(other, fresh[0])
 
 
 #: The probe reads all of /proc/self and imports a few modules: room for a slow machine
@@ -137,15 +151,39 @@ PROBE_LIMITS = Limits(cpu_time=20.0, wall_time=120.0)
 
 
 def _probe_output(result: Result) -> str:
+    """The probe's JSON lines, merged into one."""
     assert result.status is Status.OK, result
-    return result.stdout.decode()
+    merged: dict[str, Any] = {}
+    for line in result.stdout.decode().splitlines():
+        merged.update(json.loads(line))
+    return json.dumps(merged)
 
 
 def test_run_python_code_cannot_tell_a_warm_sandbox() -> None:
+    """The call's args, input files and environment are handed over: the sandbox it
+    takes was started for a call without any of them."""
     _fresh_and_warm(
-        lambda runner: _probe_output(runner.run_python(PROBE, args=["an", "arg"])),
-        lambda runner: runner.run_python("pass", args=["an", "arg"]),
+        lambda runner: _probe_output(
+            runner.run_python(
+                PROBE + PROBE_FILES,
+                args=["an", "arg"],
+                files={"in/data.txt": b"data", "run.sh": File(b"#!/bin/sh\n", executable=True)},
+                env={"GREETING": "hello", "EMPTY": ""},
+            )
+        ),
+        lambda runner: runner.run_python("pass", files={"other": b"x"}, env={"OTHER": "1"}),
     )
+
+
+#: Added to the probe for run_python: what the input files look like.
+PROBE_FILES = r"""
+paths = ("in", "in/data.txt", "run.sh")
+owned = [None, os.getuid(), os.getgid(), None, None]
+print(json.dumps({"input_files": {
+    path: [value == mine if index in (1, 2) else value
+           for index, (value, mine) in enumerate(zip(stat_of(path), owned))]
+    for path in paths}}))
+"""
 
 
 def test_eval_code_cannot_tell_a_warm_sandbox() -> None:
@@ -181,6 +219,79 @@ def test_an_uncaught_exception_reads_the_same() -> None:
     assert warm.stderr == fresh.stderr
     assert b'File "/sandbox/main.py", line 6, in <module>' in warm.stderr
     assert b'raise KeyError("from line 5")' in warm.stderr
+
+
+#: Programs that end in every way a program can, each run fresh and warm: the result
+#: (status, exit code, signal, output, files) is the same, byte for byte.
+ENDINGS = {
+    "exit with a message": "import sys\nsys.exit('bye')",
+    "exit with a code": "import sys\nprint('out')\nsys.exit(3)",
+    "syntax error": "print('never')\nx x\n",
+    "an exception with the builtins shadowed": (
+        "type = 'kind'\nisinstance = hasattr = getattr = None\n"
+        "SystemExit = BaseException = ValueError\nraise KeyError('k')"
+    ),
+    "a hook that raises": (
+        "import sys\ndef hook(*args):\n    raise RuntimeError('in the hook')\n"
+        "sys.excepthook = hook\nraise ValueError('v')"
+    ),
+    "a keyboard interrupt with a file left open": (
+        "out = open('out.txt', 'w')\nout.write('data')\nraise KeyboardInterrupt"
+    ),
+    "teardown after an exception": (
+        "import atexit, sys, threading, time, traceback\n"
+        "def bye():\n"
+        "    print('atexit sees', traceback.format_tb(sys.last_traceback))\n"
+        "    print(sys.excepthook is sys.__excepthook__)\n"
+        "atexit.register(bye)\n"
+        "threading.Thread(target=lambda: (time.sleep(0.2), print('thread done'))).start()\n"
+        "def inner():\n    1 / 0\ninner()"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ENDINGS))
+def test_every_ending_reads_the_same(name: str) -> None:
+    code = ENDINGS[name]
+    fresh = Runner().run_python(code, files={"in.txt": b"x"})
+    with Runner(warm=1) as runner:
+        wait_ready(runner)
+        warm = runner.run_python(code, files={"in.txt": b"x"})
+        assert runner._pool is not None and runner._pool.taken == 1
+    for field in ("status", "returncode", "signal", "stdout", "stderr", "files"):
+        assert getattr(warm, field) == getattr(fresh, field), field
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="PYTHONSAFEPATH is Python 3.11's")
+def test_a_safe_path_stays_safe() -> None:
+    """With ``PYTHONSAFEPATH`` (part of the kind), neither ``python FILE`` nor the
+    waiter puts the code's directory first on ``sys.path``."""
+    code = "import sys\nprint(sys.path)"
+    env = {"PYTHONSAFEPATH": "1"}
+    fresh = Runner().run_python(code, env=env)
+    with Runner(warm=1, env=env) as runner:
+        wait_ready(runner)
+        warm = runner.run_python(code)
+        assert runner._pool is not None and runner._pool.taken == 1
+    assert warm.stdout == fresh.stdout
+    assert b"'/sandbox'" not in warm.stdout
+
+
+def test_big_input_files_cost_the_interpreter_no_memory() -> None:
+    """Input files are copied from the payload by the kernel: 96 MiB of them fit a
+    sandbox whose memory limit is 64 MiB, as in a fresh one (tmpfs pages are the
+    disk's)."""
+    limits = Limits(memory=64 * 2**20, disk=256 * 2**20, file_size=256 * 2**20)
+    files = {"big.bin": b"\xab" * (96 * 2**20)}
+    code = "import os\nprint(os.path.getsize('big.bin'))"
+    fresh = Runner(limits=limits).run_python(code, files=files)
+    with Runner(warm=1, limits=limits) as runner:
+        wait_ready(runner)
+        warm = runner.run_python(code, files=files)
+        assert runner._pool is not None and runner._pool.taken == 1
+    assert fresh.status is Status.OK, fresh
+    assert warm.status is Status.OK, warm
+    assert warm.stdout == fresh.stdout == b"100663296\n"
 
 
 AGE = """
@@ -305,24 +416,24 @@ def test_calls_that_alternate_between_two_kinds_find_theirs_waiting() -> None:
         assert pool.started <= calls + 2
 
 
-def test_a_kind_nobody_calls_gives_way_when_its_sandboxes_age_out() -> None:
-    """The Runner's default kind waits, but every call is of another: as the default's
-    sandboxes are retired (their lease), the kind in use takes their place."""
+def test_a_kind_nobody_calls_gives_way_when_calls_of_another_miss() -> None:
+    """The Runner's default kind waits, but calls of another kind come two at once: both
+    miss, and the pool, full, replaces the default's sandboxes with theirs."""
     with Runner(warm=2) as runner:
         pool = runner._pool
         assert pool is not None
         wait_ready(runner, 2)
-        assert runner.eval_in_sandbox("print(1)", mem_max_mb=200).stdout == "1"
-        pool.max_age = 0.5
-        with pool._lock:
-            pool._lock.notify_all()
+        with concurrent.futures.ThreadPoolExecutor(2) as executor:
+            outputs = executor.map(
+                lambda number: runner.eval_in_sandbox(f"print({number})", mem_max_mb=200),
+                [1, 2],
+            )
+            assert [output.stdout for output in outputs] == ["1", "2"]
+        assert pool.taken == 0
         wait_ready(runner, 2)  # two of eval's kind
-        pool.max_age = 60.0
-        wait_ready(runner, 2)
-        before = pool.taken
-        assert runner.eval_in_sandbox("print(2)", mem_max_mb=200).stdout == "2"
         assert runner.eval_in_sandbox("print(3)", mem_max_mb=200).stdout == "3"
-        assert pool.taken == before + 2
+        assert runner.eval_in_sandbox("print(4)", mem_max_mb=200).stdout == "4"
+        assert pool.taken == 2
 
 
 def test_what_the_pool_knows_of_kinds_stays_bounded() -> None:
@@ -448,24 +559,33 @@ def test_warm_sandboxes_die_with_their_caller() -> None:
     assert not os.path.exists(f"/dev/shm/{owned[0]}")
 
 
-def test_sandboxes_are_retired_before_their_lease_could_break() -> None:
-    """The kernel breaks a lease after fs.lease-break-time: a sandbox older than half of
-    it is replaced, and one handed over is always younger."""
+def test_an_idle_pool_starts_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A warm sandbox waits as long as it takes: the keeper, looking every 20 ms, starts
+    no sandbox while no call comes, and the one that waited is then taken."""
+    monkeypatch.setattr(_warm, "_CHECK_SECONDS", 0.02)
     with Runner(warm=1) as runner:
         pool = runner._pool
         assert pool is not None
         wait_ready(runner)
         started = pool.started
-        pool.max_age = 0.3
-        with pool._lock:
-            pool._lock.notify_all()
-        deadline = time.monotonic() + slow(10.0)
-        while pool.started < started + 3 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert pool.started >= started + 3
-        pool.max_age = 60.0
-        wait_ready(runner)
+        time.sleep(2.0)
+        assert pool.started == started
         assert runner.run_python("print('fine')").stdout == b"fine\n"
+        assert pool.taken == 1
+
+
+def test_a_waiter_waits_longer_than_a_lease_could() -> None:
+    """The kernel would break a lease after ``fs.lease-break-time``: the waiter's pipe has
+    no such bound.  A sandbox that waited that long (capped at 6 s here) runs its call."""
+    with open("/proc/sys/fs/lease-break-time", encoding="ascii") as file:
+        wait = min(6.0, int(file.read()) + 1.0)
+    with Runner(warm=1) as runner:
+        pool = runner._pool
+        assert pool is not None
+        wait_ready(runner)
+        time.sleep(wait)
+        assert runner.run_python("print('still there')").stdout == b"still there\n"
+        assert pool.taken == 1
 
 
 def test_a_sandbox_that_ended_by_itself_is_not_used() -> None:
@@ -485,26 +605,26 @@ def test_a_sandbox_that_ended_by_itself_is_not_used() -> None:
         assert runner._pool.taken == 0  # type: ignore[union-attr]
 
 
-def test_a_lost_lease_kills_the_sandbox_before_its_code_runs() -> None:
-    """If the lease is gone at the hand-over, the code never runs in that sandbox."""
+def test_a_waiter_that_cannot_be_told_to_go_is_killed_before_its_code_runs() -> None:
+    """If the go byte cannot be written at the hand-over, the code never runs in that
+    sandbox: it is killed and reaped, and the call raises."""
     from pysandbox._api import run as _run
     from pysandbox._launch import launcher as _launch
+    from pysandbox._launch.waiter import Handover, waiting_plan
 
-    program, source = _run.python_program("open('/sandbox/ran', 'w')", ())
+    program, source = _run.python_program("print('ran')", ())
     plan, _ = _run.build_plan(_run.Call(program, code=source))
-    import fcntl
-
-    launched = _launch.start(replace(plan, code=None))
+    warm_plan, _ = _run.build_plan(_run.Call(program, code=source), waiter=True)
+    launched = _launch.start(waiting_plan(warm_plan))
     try:
-        wait = time.monotonic() + PROMPTLY
-        while not launched.waiting() and time.monotonic() < wait:
-            time.sleep(0.01)
-        launched.hand_over(source)
-        code_file = launched._setup.code_file
-        assert code_file is not None
-        fcntl.fcntl(code_file.fileno(), _codefile.F_SETLEASE, fcntl.F_UNLCK)
+        handover = Handover(tuple(program), 2)
+        launched.hand_over(source, handover, time.monotonic() + PROMPTLY, PROMPTLY)
+        waiter = launched._setup.waiter
+        assert waiter is not None
+        waiter.go = waiter._go_read  # a pipe's read end: writing fails (EBADF)
         with pytest.raises(SandboxError, match="could not be handed its code"):
             launched.finish(plan)
+        assert launched.exited()
     finally:
         launched.close()
 
@@ -528,15 +648,3 @@ def test_warm_zero_keeps_no_pool() -> None:
     with Runner(warm=0) as runner:
         assert runner.warm == 0 and runner.warm_ready == 0
         assert runner._pool is None
-
-
-@pytest.fixture
-def no_leases(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(_codefile, "_support_known", True)
-    monkeypatch.setattr(_codefile, "_support", "this host refuses file leases (test)")
-    yield
-
-
-def test_a_host_without_leases_refuses_warm_with_the_fix(no_leases: None) -> None:
-    with pytest.raises(SandboxError, match="refuses file leases"):
-        Runner(warm=1)

@@ -1,0 +1,299 @@
+# SPDX-License-Identifier: MIT
+"""The waiter: the program a warm sandbox's interpreter runs, with ``-c``, until its call.
+
+It is never imported: ``waiter.py`` hands its text to ``python -c`` with three fds: the
+read end of the *go* pipe, the write end of the *ready* pipe and the *payload* memfd.
+They are made non-inheritable at once, and a process forked before the waiter is done
+with them closes its copies, and those of fds 1 and 2 kept during the set-up
+(``os.register_at_fork``).  The payload is records: a tag
+byte, the body's length (8 bytes, big-endian), the body; it is read with ``pread``,
+never whole, so input files cost the interpreter no memory.
+
+1. It runs the template's trusted set-up, if the payload holds one (``i``: a module to
+   import, ``s``: code to run in a namespace of its own, not the code's), with its
+   output sent to ``/dev/null`` (it is not the call's), then freezes the objects made
+   so far (``gc.freeze``: the collector never walks them again, nor at the end of the
+   call).  A failure is told on the ready pipe (``X`` and the traceback) and ends it.
+2. It says ``R`` on the ready pipe and blocks reading the go pipe, as long as it takes:
+   nothing in it runs meanwhile.
+3. Told to go (the host rewrote the payload with the call, then the C core wrote one
+   byte into the go pipe as it started the clock), it reads the call: the program line
+   a fresh sandbox would run (``p``: ``python -u /sandbox/main.py ARGS``, NUL-separated)
+   and the position of the code's path in it (``c``), the environment variables to add
+   (``e``), and the input files in the init's stream format (``f``), which it writes as
+   the init does (0644, or 0755 when executable, less the umask; directories 0755;
+   never through a symlink, never over a file), copied from the memfd by the kernel.
+   It sets the variables, closes its three fds, and makes the interpreter what a fresh
+   one would be at the code's first line: ``sys.argv``, ``sys.orig_argv``,
+   ``sys.path[0]`` (where the interpreter put ``''`` for ``-c``), the importer cache's
+   entry for the code file, and ``__main__``'s namespace.  Anything that goes wrong is
+   told on the ready pipe (``X``) and ends it before the code runs.
+4. It runs the code file as ``python FILE`` does: compiled with its path, run in
+   ``__main__``.  An exception other than ``SystemExit`` is raised on, through the
+   waiter, to the interpreter, which handles it exactly as for a fresh program (exit
+   status 1, or ``SIGINT`` for a ``KeyboardInterrupt``, after the usual teardown); a
+   ``sys.excepthook`` wrapper, put in place only then and removed by its first call,
+   leaves the waiter's frames out of what the hook is shown.
+
+``_run`` and the hook use only their parameters (defaults bound when they were
+defined) once ``__main__``'s namespace is cleared: the code's globals may shadow any
+builtin, and hold nothing of the waiter's.
+"""
+
+import os
+import sys
+
+
+def _records(fd):  # type: (int) -> list[tuple[bytes, int, int]]
+    """The payload's records: ``(tag, offset of the body, length of the body)``."""
+    found = []  # type: list[tuple[bytes, int, int]]
+    at = 0
+    while True:
+        head = os.pread(fd, 9, at)
+        if len(head) < 9:
+            return found
+        size = int.from_bytes(head[1:], "big")
+        found.append((head[:1], at + 9, size))
+        at += 9 + size
+
+
+def _body(fd, offset, size):  # type: (int, int, int) -> bytes
+    """``size`` bytes of the memfd ``fd`` from ``offset``."""
+    parts = []  # type: list[bytes]
+    while size > 0:
+        chunk = os.pread(fd, min(size, 1 << 20), offset)
+        if not chunk:
+            break
+        parts.append(chunk)
+        offset += len(chunk)
+        size -= len(chunk)
+    return b"".join(parts)
+
+
+def _tell(fd, what):  # type: (int, bytes) -> None
+    """Tell the host on the ready pipe (at most 4 KiB: one write, never partial)."""
+    os.write(fd, what[:4096])
+
+
+def _set_up(fd, records, held):  # type: (int, list[tuple[bytes, int, int]], list[int]) -> None
+    """Step 1: the template's imports and code, their output sent to ``/dev/null``;
+    the copies of fds 1 and 2 kept meanwhile are ``held`` (a fork closes them)."""
+    if not records:
+        return
+    saved = [os.dup(1), os.dup(2)]
+    held += saved
+    null = os.open("/dev/null", os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    os.close(null)
+    try:
+        for tag, offset, size in records:
+            body = _body(fd, offset, size)
+            if tag == b"i":
+                __import__(body.decode())
+            elif tag == b"s":
+                namespace = {"__name__": "__template__", "__builtins__": __builtins__}
+                exec(compile(body, "<template set-up>", "exec", dont_inherit=True), namespace)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:  # noqa: SIM105 (contextlib is not imported in a fresh interpreter)
+                stream.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for copy in saved:
+            held.remove(copy)
+            os.close(copy)
+    import gc
+
+    gc.freeze()
+
+
+def _copy(source, target, offset, size):  # type: (int, int, int, int) -> None
+    """Copy ``size`` bytes of ``source`` from ``offset`` to ``target``, by the kernel."""
+    while size > 0:
+        sent = os.sendfile(target, source, offset, min(size, 1 << 30))
+        if sent <= 0:
+            raise OSError(5, "the payload was cut short")
+        offset += sent
+        size -= sent
+
+
+def _open_parent(name):  # type: (bytes) -> tuple[int, bytes]
+    """A directory fd for ``name``'s parent below ``/sandbox`` (each step made 0755 if
+    missing, never through a symlink), and its last component."""
+    parent = os.open("/sandbox", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    parts = name.split(b"/")
+    try:
+        for part in parts[:-1]:
+            try:  # noqa: SIM105 (contextlib is not imported in a fresh interpreter)
+                os.mkdir(part, 0o755, dir_fd=parent)
+            except FileExistsError:
+                pass
+            flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+            step = os.open(part, flags, dir_fd=parent)
+            os.close(parent)
+            parent = step
+    except BaseException:
+        os.close(parent)
+        raise
+    return parent, parts[-1]
+
+
+def _unpack(fd, offset, size):  # type: (int, int, int) -> None
+    """Write the input files of the stream at ``offset`` (``size`` bytes) of ``fd``."""
+    end = offset + size
+    while offset + 6 <= end:
+        head = os.pread(fd, 6, offset)
+        if head[:1] != b"F":
+            return
+        length = int.from_bytes(head[2:6], "little")
+        name = os.pread(fd, length, offset + 6)
+        data_size = int.from_bytes(os.pread(fd, 8, offset + 6 + length), "little")
+        data_at = offset + 14 + length
+        try:
+            parent, leaf = _open_parent(name)
+            try:
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+                out = os.open(leaf, flags, 0o755 if head[1] & 1 else 0o644, dir_fd=parent)
+            finally:
+                os.close(parent)
+            try:
+                _copy(fd, out, data_at, data_size)
+            finally:
+                os.close(out)
+        except OSError as exc:
+            shown = name.decode("utf-8", "replace")
+            raise OSError(exc.errno, f"{shown}: {exc.strerror}") from None
+        offset = data_at + data_size
+
+
+def _wait(go, ready, payload):  # type: (int, int, int) -> str
+    """Steps 1 to 3; returns the code's path."""
+    held = [go, ready, payload]
+    for fd in held:
+        os.set_inheritable(fd, False)
+
+    def forget(held=held, close=os.close, error=OSError):  # type: ignore[no-untyped-def]
+        while held:
+            try:  # noqa: SIM105 (contextlib is not imported in a fresh interpreter)
+                close(held.pop())
+            except error:
+                pass
+
+    os.register_at_fork(after_in_child=forget)
+    try:
+        _set_up(payload, _records(payload), held)
+    except BaseException:
+        import traceback
+
+        _tell(ready, b"X" + traceback.format_exc().encode("utf-8", "replace"))
+        os._exit(1)
+    _tell(ready, b"R")
+    if os.read(go, 1) != b"g":
+        os._exit(1)
+    try:
+        program, start = [""], 0
+        for tag, offset, size in _records(payload):
+            if tag == b"f":
+                _unpack(payload, offset, size)
+                continue
+            body = _body(payload, offset, size).decode("utf-8", "surrogateescape")
+            if tag == b"p":
+                program = body.split("\0")
+            elif tag == b"c":
+                start = int(body)
+            elif tag == b"e":
+                key, _, value = body.partition("=")
+                os.environ[key] = value
+    except BaseException as exc:
+        what = exc.strerror if isinstance(exc, OSError) else repr(exc)
+        _tell(ready, f"Xcannot write the input file {what}".encode("utf-8", "replace"))
+        os._exit(1)
+    del held[:]
+    for fd in (go, ready, payload):
+        os.close(fd)
+    path = program[start]
+    sys.argv = program[start:]
+    if hasattr(sys, "orig_argv"):
+        sys.orig_argv = program
+    if sys.path and sys.path[0] == "":
+        sys.path[0] = os.path.dirname(path)
+    # ``python FILE`` asks for an importer of FILE (a zip or a directory would have
+    # one): none, and the answer is cached.
+    sys.path_importer_cache[path] = None
+    return path
+
+
+def _trimming_hook(path, sys=sys, getattr=getattr):  # type: (str, object, object) -> None
+    """Put a wrapper around ``sys.excepthook`` that removes itself when called and
+    shows the hook the traceback from the code's first frame on (the waiter's frames
+    left out), as the interpreter's own ``sys.last_traceback``."""
+    hook = getattr(sys, "excepthook", None)  # type: ignore[operator]
+    if hook is None:
+        return
+
+    def trimmed(  # type: ignore[no-untyped-def]
+        kind, value, trace, hook=hook, sys=sys, path=path, Exit=SystemExit, Any=BaseException
+    ):
+        sys.excepthook = hook
+        while trace is not None and trace.tb_frame.f_code.co_filename != path:
+            trace = trace.tb_next
+        if value is not None:
+            value.__traceback__ = trace
+        sys.last_traceback = trace
+        try:
+            return hook(kind, value, trace)
+        except Exit:
+            raise
+        except Any as error:
+            # What the interpreter prints for a hook that raises, without this frame.
+            sys.stderr.write("Error in sys.excepthook:\n")
+            error.__traceback__ = error.__traceback__.tb_next
+            sys.__excepthook__(error.__class__, error, error.__traceback__)
+            sys.stderr.write("\nOriginal exception was:\n")
+            sys.__excepthook__(kind, value, trace)
+            return None
+
+    sys.excepthook = trimmed  # type: ignore[attr-defined]
+
+
+def _run(  # type: ignore[no-untyped-def]
+    path,
+    sys=sys,
+    open=open,
+    compile=compile,
+    exec=exec,
+    hook=_trimming_hook,
+    BaseException=BaseException,
+    SystemExit=SystemExit,
+):
+    """Step 4, with its parameters only: ``__main__``'s namespace is cleared first."""
+    namespace = sys.modules["__main__"].__dict__
+    builtins = namespace["__builtins__"]
+    loader = sys.modules["_frozen_importlib_external"].SourceFileLoader("__main__", path)
+    with open(path, "rb") as file:
+        source = file.read()
+    namespace.clear()
+    namespace.update(
+        __name__="__main__",
+        __doc__=None,
+        __package__=None,
+        __loader__=loader,
+        __spec__=None,
+        __annotations__={},
+        __builtins__=builtins,
+        __file__=path,
+        __cached__=None,
+    )
+    try:
+        exec(compile(source, path, "exec", dont_inherit=True), namespace)
+    except SystemExit:
+        raise
+    except BaseException:
+        hook(path)
+        raise
+
+
+_run(_wait(*(int(fd) for fd in sys.argv[1:4])))  # type: ignore[no-untyped-call]
