@@ -5,9 +5,9 @@ It is never imported: ``waiter.py`` hands its text to ``python -c`` with three f
 read end of the *go* pipe, the write end of the *ready* pipe and the *payload* memfd.
 They are made non-inheritable at once, and a process forked before the waiter is done
 with them closes its copies, and those of fds 1 and 2 kept during the set-up
-(``os.register_at_fork``).  The payload is records: a tag
-byte, the body's length (8 bytes, big-endian), the body; it is read with ``pread``,
-never whole, so input files cost the interpreter no memory.
+(``_guarded``).  The payload is records: a tag byte, the body's length (8 bytes,
+big-endian), the body; it is read with ``pread``, never whole, so input files cost the
+interpreter no memory.
 
 1. It runs the template's trusted set-up, if the payload holds one (``i``: a module to
    import, ``s``: code to run in a namespace of its own, not the code's), with its
@@ -75,13 +75,23 @@ def _tell(fd, what):  # type: (int, bytes) -> None
     os.write(fd, what[:4096])
 
 
-def _set_up(fd, records, held):  # type: (int, list[tuple[bytes, int, int]], list[int]) -> None
-    """Step 1: the template's imports and code, their output sent to ``/dev/null``;
-    the copies of fds 1 and 2 kept meanwhile are ``held`` (a fork closes them)."""
+def _guarded(fd, mode):  # type: (int, str) -> object
+    """``fd``, made non-inheritable, as an unbuffered file whose ``close`` a forked
+    child calls: before the waiter closed it, that closes the child's copy; after, it
+    does nothing (so a fork of the code never closes another fd of that number).  A
+    builtin method, not a function: Python 3.9 crashes at exit when a function is
+    registered and a file is left open."""
+    os.set_inheritable(fd, False)
+    file = open(fd, mode, buffering=0)  # noqa: SIM115 (closed by the waiter)
+    os.register_at_fork(after_in_child=file.close)
+    return file
+
+
+def _set_up(fd, records):  # type: (int, list[tuple[bytes, int, int]]) -> None
+    """Step 1: the template's imports and code, their output sent to ``/dev/null``."""
     if not records:
         return
-    saved = [os.dup(1), os.dup(2)]
-    held += saved
+    saved = [_guarded(os.dup(1), "wb"), _guarded(os.dup(2), "wb")]
     null = os.open("/dev/null", os.O_WRONLY)
     os.dup2(null, 1)
     os.dup2(null, 2)
@@ -100,11 +110,10 @@ def _set_up(fd, records, held):  # type: (int, list[tuple[bytes, int, int]], lis
                 stream.flush()
             except (OSError, ValueError, AttributeError):
                 pass
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
+        os.dup2(saved[0].fileno(), 1)  # type: ignore[attr-defined]
+        os.dup2(saved[1].fileno(), 2)  # type: ignore[attr-defined]
         for copy in saved:
-            held.remove(copy)
-            os.close(copy)
+            copy.close()  # type: ignore[attr-defined]
     import gc
 
     gc.freeze()
@@ -171,20 +180,9 @@ def _unpack(fd, offset, size):  # type: (int, int, int) -> None
 
 def _wait(go, ready, payload):  # type: (int, int, int) -> str
     """Steps 1 to 3; returns the code's path."""
-    held = [go, ready, payload]
-    for fd in held:
-        os.set_inheritable(fd, False)
-
-    def forget(held=held, close=os.close, error=OSError):  # type: ignore[no-untyped-def]
-        while held:
-            try:  # noqa: SIM105 (contextlib is not imported in a fresh interpreter)
-                close(held.pop())
-            except error:
-                pass
-
-    os.register_at_fork(after_in_child=forget)
+    files = [_guarded(go, "rb"), _guarded(ready, "wb"), _guarded(payload, "rb")]
     try:
-        _set_up(payload, _records(payload), held)
+        _set_up(payload, _records(payload))
     except BaseException:
         import traceback
 
@@ -211,9 +209,8 @@ def _wait(go, ready, payload):  # type: (int, int, int) -> str
         what = exc.strerror if isinstance(exc, OSError) else repr(exc)
         _tell(ready, f"Xcannot write the input file {what}".encode("utf-8", "replace"))
         os._exit(1)
-    del held[:]
-    for fd in (go, ready, payload):
-        os.close(fd)
+    for file in files:
+        file.close()  # type: ignore[attr-defined]
     path = program[start]
     sys.argv = program[start:]
     if hasattr(sys, "orig_argv"):
