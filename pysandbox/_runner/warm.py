@@ -294,11 +294,12 @@ class WarmPool(KeptPool[tuple[tuple[object, ...], Launched]]):
 
     def _start_one(self, key: tuple[object, ...], template: Plan) -> None:
         """Start one sandbox of ``template``'s kind and add it to the pool, unless the
-        pool is full by then, and wait until it is ready (its interpreter started, its
-        template's set-up done) before starting another: start-ups and set-ups run one
-        at a time, not side by side with each other and the calls.  A failure counts
-        against the kind, and the keeper waits a little before it starts anything
-        else."""
+        pool is full by then; for a kind with a template, wait until it is ready (its
+        set-up done) before starting another, so that set-ups run one at a time, not
+        side by side with each other and the calls (a plain interpreter's start-up is
+        short: the next starts at once, which keeps up with calls back to back).  A
+        failure counts against the kind, and the keeper waits a little before it starts
+        anything else."""
         with self._lock:
             if len(self._ready) >= self.size:
                 return
@@ -317,7 +318,8 @@ class WarmPool(KeptPool[tuple[tuple[object, ...], Launched]]):
         if closing:
             launched.close()
             return
-        self._settle(key, launched)
+        if template.template:
+            self._settle(key, launched)
 
     def _settle(self, key: tuple[object, ...], launched: Launched) -> None:
         """Wait until ``launched`` is ready (then its kind's failures are forgotten),
