@@ -29,11 +29,16 @@ interpreter no memory.
    entry for the code file, and ``__main__``'s namespace.  Anything that goes wrong is
    told on the ready pipe (``X``) and ends it before the code runs.
 4. It runs the code file as ``python FILE`` does: compiled with its path, run in
-   ``__main__``.  An exception other than ``SystemExit`` is raised on, through the
-   waiter, to the interpreter, which handles it exactly as for a fresh program (exit
-   status 1, or ``SIGINT`` for a ``KeyboardInterrupt``, after the usual teardown); a
+   ``__main__``; when the code ends, stderr and stdout are flushed and (but for
+   ``SystemExit``) ``__file__`` and ``__cached__`` go, as the interpreter does.  An
+   exception other than ``SystemExit`` is raised on, through the waiter, to the
+   interpreter, which handles it exactly as for a fresh program (exit status 1, or
+   ``SIGINT`` for a ``KeyboardInterrupt``, after the usual teardown); a
    ``sys.excepthook`` wrapper, put in place only then and removed by its first call,
-   leaves the waiter's frames out of what the hook is shown.
+   leaves the waiter's two frames out of what the hook is shown.  Source that does not
+   compile (or starts like ``.pyc`` magic) is run by a fresh interpreter in the
+   waiter's place (``execv`` of the program line), as its error must read exactly as
+   fresh; nothing of the code has run then.
 
 ``_run`` and the hook use only their parameters (defaults bound when they were
 defined) once ``__main__``'s namespace is cleared: the code's globals may shadow any
@@ -178,8 +183,8 @@ def _unpack(fd, offset, size):  # type: (int, int, int) -> None
         offset = data_at + data_size
 
 
-def _wait(go, ready, payload):  # type: (int, int, int) -> str
-    """Steps 1 to 3; returns the code's path."""
+def _wait(go, ready, payload):  # type: (int, int, int) -> tuple[str, list[str]]
+    """Steps 1 to 3; returns the code's path and the program line."""
     files = [_guarded(go, "rb"), _guarded(ready, "wb"), _guarded(payload, "rb")]
     try:
         _set_up(payload, _records(payload))
@@ -206,8 +211,8 @@ def _wait(go, ready, payload):  # type: (int, int, int) -> str
                 key, _, value = body.partition("=")
                 os.environ[key] = value
     except BaseException as exc:
-        what = exc.strerror if isinstance(exc, OSError) else repr(exc)
-        _tell(ready, f"Xcannot write the input file {what}".encode("utf-8", "replace"))
+        what = f"the input file {exc.strerror}" if isinstance(exc, OSError) else repr(exc)
+        _tell(ready, f"Xcannot prepare the call: {what}".encode("utf-8", "replace"))
         os._exit(1)
     for file in files:
         file.close()  # type: ignore[attr-defined]
@@ -220,58 +225,115 @@ def _wait(go, ready, payload):  # type: (int, int, int) -> str
     # ``python FILE`` asks for an importer of FILE (a zip or a directory would have
     # one): none, and the answer is cached.
     sys.path_importer_cache[path] = None
-    return path
+    return path, program
 
 
-def _trimming_hook(path, sys=sys, getattr=getattr):  # type: (str, object, object) -> None
+#: ``sys.excepthook`` was deleted.
+_MISSING = object()
+
+
+def _flush(sys=sys, getattr=getattr, error=BaseException):  # type: ignore[no-untyped-def]
+    """What the interpreter does as soon as a program's code ends, however it ends:
+    flush stderr, then stdout, every error ignored."""
+    for name in ("stderr", "stdout"):
+        try:  # noqa: SIM105 (contextlib is not imported in a fresh interpreter)
+            getattr(sys, name).flush()
+        except error:
+            pass
+
+
+def _file_gone(namespace):  # type: ignore[no-untyped-def]
+    """What the interpreter does once a program's code has ended without
+    ``SystemExit`` (after the excepthook): ``__file__`` and ``__cached__`` go."""
+    namespace.pop("__file__", None)
+    namespace.pop("__cached__", None)
+
+
+def _trimming_hook(  # type: ignore[no-untyped-def]
+    namespace,
+    sys=sys,
+    getattr=getattr,
+    isinstance=isinstance,
+    range=range,
+    missing=_MISSING,
+    Exit=SystemExit,
+    Any=BaseException,
+    retrace=BaseException.with_traceback,
+    display=sys.__excepthook__,
+    gone=_file_gone,
+):
     """Put a wrapper around ``sys.excepthook`` that removes itself when called and
-    shows the hook the traceback from the code's first frame on (the waiter's frames
-    left out), as the interpreter's own ``sys.last_traceback``."""
-    hook = getattr(sys, "excepthook", None)  # type: ignore[operator]
-    if hook is None:
-        return
+    shows the hook the traceback without the waiter's two frames (``<module>`` and
+    ``_run``), as the interpreter's own ``sys.last_traceback``; then, as the
+    interpreter does, ``__file__`` and ``__cached__`` go.  A hook that raises is
+    reported as the interpreter reports it, without this wrapper's frame; so is a
+    missing one."""
+    hook = getattr(sys, "excepthook", missing)
 
-    def trimmed(  # type: ignore[no-untyped-def]
-        kind, value, trace, hook=hook, sys=sys, path=path, Exit=SystemExit, Any=BaseException
-    ):
-        sys.excepthook = hook
-        while trace is not None and trace.tb_frame.f_code.co_filename != path:
-            trace = trace.tb_next
-        if value is not None:
-            value.__traceback__ = trace
+    def trimmed(kind, value, trace):  # type: ignore[no-untyped-def]
+        if hook is missing:
+            del sys.excepthook
+        else:
+            sys.excepthook = hook
+        for _ in range(2):
+            if trace is not None:
+                trace = trace.tb_next
+        if isinstance(value, Any):
+            retrace(value, trace)
         sys.last_traceback = trace
         try:
-            return hook(kind, value, trace)
+            if hook is missing:
+                sys.stderr.write("sys.excepthook is missing\n")
+                display(kind, value, trace)
+            else:
+                hook(kind, value, trace)
         except Exit:
             raise
         except Any as error:
             # What the interpreter prints for a hook that raises, without this frame.
             sys.stderr.write("Error in sys.excepthook:\n")
-            error.__traceback__ = error.__traceback__.tb_next
-            sys.__excepthook__(error.__class__, error, error.__traceback__)
+            display(error.__class__, error, retrace(error, error.__traceback__.tb_next))
             sys.stderr.write("\nOriginal exception was:\n")
-            sys.__excepthook__(kind, value, trace)
-            return None
+            display(kind, value, trace)
+        finally:
+            gone(namespace)
 
-    sys.excepthook = trimmed  # type: ignore[attr-defined]
+    sys.excepthook = trimmed
 
 
 def _run(  # type: ignore[no-untyped-def]
     path,
+    program,
     sys=sys,
+    os=os,
     open=open,
     compile=compile,
     exec=exec,
+    flush=_flush,
     hook=_trimming_hook,
+    gone=_file_gone,
     BaseException=BaseException,
     SystemExit=SystemExit,
+    SyntaxError=SyntaxError,
+    ValueError=ValueError,
 ):
-    """Step 4, with its parameters only: ``__main__``'s namespace is cleared first."""
+    """Step 4, with its parameters only: ``__main__``'s namespace is cleared first.
+    Source the interpreter would read otherwise than ``compile`` (a syntax error, an
+    encoding problem, ``.pyc`` magic) is run by a fresh interpreter, ``program``:
+    nothing of the code has run, and its error then reads exactly as fresh."""
     namespace = sys.modules["__main__"].__dict__
     builtins = namespace["__builtins__"]
-    loader = sys.modules["_frozen_importlib_external"].SourceFileLoader("__main__", path)
+    bootstrap = sys.modules["_frozen_importlib_external"]
+    loader = bootstrap.SourceFileLoader("__main__", path)
     with open(path, "rb") as file:
         source = file.read()
+    try:
+        if source[:2] == bootstrap.MAGIC_NUMBER[:2]:
+            raise ValueError("compiled code")
+        code = compile(source, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        flush()
+        os.execv(program[0], program)
     namespace.clear()
     namespace.update(
         __name__="__main__",
@@ -285,12 +347,24 @@ def _run(  # type: ignore[no-untyped-def]
         __cached__=None,
     )
     try:
-        exec(compile(source, path, "exec", dont_inherit=True), namespace)
+        exec(code, namespace)
     except SystemExit:
+        flush()
         raise
     except BaseException:
-        hook(path)
+        flush()
+        hook(namespace)
         raise
+    flush()
+    gone(namespace)
 
 
-_run(_wait(*(int(fd) for fd in sys.argv[1:4])))  # type: ignore[no-untyped-call]
+def _forget_c_source():  # type: () -> None
+    """Python 3.13's ``-c`` puts the waiter's text in ``linecache`` (importing it): a
+    fresh ``python FILE`` has neither."""
+    if list(sys.modules)[-1:] == ["linecache"]:
+        sys.modules.pop("linecache").cache.pop("<string>", None)
+
+
+_forget_c_source()
+_run(*_wait(*(int(fd) for fd in sys.argv[1:4])))  # type: ignore[no-untyped-call]

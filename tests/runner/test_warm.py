@@ -238,6 +238,20 @@ ENDINGS = {
     "a keyboard interrupt with a file left open": (
         "out = open('out.txt', 'w')\nout.write('data')\nraise KeyboardInterrupt"
     ),
+    "a missing hook": "import sys\ndel sys.excepthook\nraise ValueError(1)",
+    "a block cut short": "import os\nif True:\n",
+    "an unknown coding": "# coding: foo\nx = 1\n",
+    "pyc magic": "a\rb = 1\n",
+    "the module after its end": (
+        "import atexit, linecache\nprint(sorted(linecache.cache))\n"
+        "atexit.register(lambda: print(globals().get('__file__', 'gone')))"
+    ),
+    "output still buffered when the process is killed": (
+        "import io, os, sys, threading, time\n"
+        "sys.stdout = io.TextIOWrapper(sys.stdout.buffer, encoding='utf-8')\n"
+        "print('result')\n"
+        "threading.Thread(target=lambda: (time.sleep(0.3), os.kill(os.getpid(), 9))).start()"
+    ),
     "teardown after an exception": (
         "import atexit, sys, threading, time, traceback\n"
         "def bye():\n"
