@@ -190,8 +190,14 @@ def test_a_process_the_set_up_left_holds_none_of_the_waiters_fds() -> None:
     """A child forked by the set-up outlives it; the code finds it, but not the go pipe,
     the ready pipe or the payload in it (closed at the fork), so it cannot tell the
     waiter or the host anything."""
+    # The set-up waits until its child runs (a starved child has not yet closed them).
     lingering = Template(
-        setup="import os, time\nif os.fork() == 0:\n    time.sleep(60)\n    os._exit(0)\n"
+        setup=(
+            "import os, time\nr, w = os.pipe()\nif os.fork() == 0:\n"
+            "    os.close(r)\n    os.write(w, b'x')\n    os.close(w)\n"
+            "    time.sleep(60)\n    os._exit(0)\n"
+            "os.close(w)\nos.read(r, 1)\nos.close(r)\n"
+        )
     )
     code = (
         "import os\n"
