@@ -50,6 +50,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import TypeVar
 
+    from .._model.cancel import CancelEvent
     from .codefile import CodeFile
     from .waiter import Handover, WaiterEnds
 
@@ -341,16 +342,26 @@ class Launched:
         waiter = self._setup.waiter
         return waiter is not None and waiter.said(seconds).startswith(b"R")
 
-    def hand_over(self, code: bytes, handover: Handover, until: float, within: float) -> None:
+    def hand_over(
+        self,
+        code: bytes,
+        handover: Handover,
+        until: float,
+        within: float,
+        cancel: CancelEvent | None = None,
+    ) -> None:
         """Wait until ``until`` (a ``time.monotonic()`` value) for its waiter to be ready
         (its template's set-up may still run), then write the code into its file and the
         call's part into the waiter's payload; ``finish`` then tells the waiter to go.
         Raises ``SandboxError`` when the sandbox cannot take them (it ended, its
         template's set-up failed: with its traceback, it was not ready in time: the
-        message says ``within`` seconds); the caller then closes it."""
+        message says ``within`` seconds), ``Cancelled`` once ``cancel`` is set while it
+        waits; the caller then closes it."""
         code_file, waiter = self._setup.code_file, self._setup.waiter
         assert code_file is not None and waiter is not None
-        said = waiter.said(max(0.0, until - time.monotonic()))
+        said = waiter.said(max(0.0, until - time.monotonic()), cancel)
+        if not said and cancel is not None and cancel.is_set():
+            raise Cancelled("the run was cancelled; the sandbox was killed")
         if said.startswith(b"X"):
             raise SandboxError(
                 "the template's set-up failed in the sandbox:\n"

@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from .._model.cancel import CancelEvent
 from .._model.errors import SandboxError
 from .._model.record import record, replace
 from .plan import Plan
@@ -181,25 +182,26 @@ class WaiterEnds:
         while at < len(view):
             at += os.pwrite(self._payload, view[at:], at)
 
-    def said(self, wait: float = 0.0) -> bytes:
+    def said(self, wait: float = 0.0, cancel: CancelEvent | None = None) -> bytes:
         """What the waiter said on the ready pipe so far (at most ``READY_CAP`` bytes),
-        waiting up to ``wait`` seconds for its first word.  Thread-safe."""
+        waiting up to ``wait`` seconds for its first word, or until ``cancel`` is set
+        (asked every 50 ms).  Thread-safe."""
         with self._reading:
             if self._ready not in self._fds:  # closed: its number may be another fd's
                 return self._said
-            return self._read_said(time.monotonic() + wait)
+            return self._read_said(time.monotonic() + wait, cancel)
 
-    def _read_said(self, deadline: float) -> bytes:
+    def _read_said(self, deadline: float, cancel: CancelEvent | None) -> bytes:
         while len(self._said) < READY_CAP:
             try:
                 chunk = os.read(self._ready, READY_CAP - len(self._said))
             except BlockingIOError:
                 left = deadline - time.monotonic()
-                if self._said or left <= 0:
+                if self._said or left <= 0 or (cancel is not None and cancel.is_set()):
                     break
                 import select  # only where a call waits for a sandbox still starting
 
-                select.select([self._ready], [], [], left)
+                select.select([self._ready], [], [], left if cancel is None else min(left, 0.05))
                 continue
             if not chunk:
                 break

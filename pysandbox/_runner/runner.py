@@ -272,11 +272,11 @@ class Runner:
         within = _READY_WITHIN if template is None else template.timeout
         until = time.monotonic() + within  # one wait for the call, however many it tries
         try:
-            launched = pool.take(waiting, plan.code, handover, until, within)
+            launched = pool.take(waiting, plan.code, handover, until, within, plan.cancel)
             if launched is None and template is not None:
                 launched = start(waiting)
                 try:
-                    launched.hand_over(plan.code, handover, until, within)
+                    launched.hand_over(plan.code, handover, until, within, plan.cancel)
                 except BaseException:
                     launched.close()
                     raise

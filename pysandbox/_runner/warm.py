@@ -41,6 +41,7 @@ from typing import Any, Generic, TypeVar
 from .._launch.launcher import Launched, start
 from .._launch.plan import Plan
 from .._launch.waiter import Handover
+from .._model.cancel import CancelEvent
 from .._model.errors import SandboxError
 
 __all__ = ["KeptPool", "WarmPool"]
@@ -164,13 +165,20 @@ class WarmPool(KeptPool[tuple[tuple[object, ...], Launched]]):
             return sum(key == self._key and launched.waiting() for key, launched in self._ready)
 
     def take(
-        self, plan: Plan, code: bytes, handover: Handover, until: float, within: float
+        self,
+        plan: Plan,
+        code: bytes,
+        handover: Handover,
+        until: float,
+        within: float,
+        cancel: CancelEvent | None = None,
     ) -> Launched | None:
         """A sandbox of the warm ``plan``'s kind, already handed ``code`` and
         ``handover``, or None (none there, none usable).  One whose waiter is ready is
         taken first; one still starting is waited for until ``until`` (a
         ``time.monotonic()`` value; ``within`` seconds from the call's start, for the
-        message).  The caller runs it with ``finish`` and the call's own plan."""
+        message), or until ``cancel`` is set (``Cancelled``).  The caller runs it with
+        ``finish`` and the call's own plan."""
         key = plan.start_key()
         while True:
             with self._lock:
@@ -182,7 +190,7 @@ class WarmPool(KeptPool[tuple[tuple[object, ...], Launched]]):
                 index = next((i for i in mine if self._ready[i][1].waiting()), mine[0])
                 _, launched = self._ready.pop(index)
             try:
-                launched.hand_over(code, handover, until, within)
+                launched.hand_over(code, handover, until, within, cancel)
             except SandboxError:
                 launched.close()
                 with self._lock:

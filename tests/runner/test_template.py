@@ -9,6 +9,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+import threading
 import time
 
 import pytest
@@ -16,7 +17,7 @@ from support.processes import children_of
 from support.timing import slow
 from support.warm import wait_ready
 
-from pysandbox import Limits, Runner, SandboxError, Status, Template
+from pysandbox import Cancelled, Limits, Runner, SandboxError, Status, Template
 from pysandbox._model.record import replace
 from pysandbox._runner import warm as _warm
 
@@ -211,3 +212,34 @@ def test_a_process_the_set_up_left_holds_none_of_the_waiters_fds() -> None:
         assert runner._pool is not None and runner._pool.taken == 1
     assert result.status is Status.OK, result
     assert result.stdout == b"[['0', '1', '2']]\n"
+
+
+def test_a_call_waiting_for_a_set_up_ends_when_cancelled() -> None:
+    """A set-up that takes a minute: the call waiting for it ends as soon as its
+    ``cancel`` is set, and ``close()`` returns as soon as it has ended."""
+    template = Template(setup="import time\ntime.sleep(60)\n", timeout=60.0)
+    cancel = threading.Event()
+    with Runner(warm=1, template=template) as runner:
+        threading.Timer(0.5, cancel.set).start()
+        started = time.monotonic()
+        with pytest.raises(Cancelled):
+            runner.run_python("print('never')", cancel=cancel)
+        assert time.monotonic() - started < slow(10.0)
+        outcome: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                runner.run_python("print('never')")
+            except BaseException as error:  # Cancelled, the Runner's close
+                outcome.append(error)
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        time.sleep(0.5)
+        started = time.monotonic()
+        runner.close()
+        caller.join(slow(10.0))
+        assert not caller.is_alive()
+        assert time.monotonic() - started < slow(10.0)
+        assert [type(error) for error in outcome] == [Cancelled]
+    assert children_of(os.getpid()) == []
