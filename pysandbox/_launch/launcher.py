@@ -35,6 +35,7 @@ from .. import _sandbox
 from .._host import mountinfo, programs
 from .._model.cancel import Cancelled
 from .._model.errors import SandboxError
+from .._model.escape import escape_report
 from .._model.record import record
 from . import bwrap
 from .confine import Confinement, confine
@@ -313,6 +314,12 @@ def _run_core(call: Callable[[], _Core]) -> _Core:
     raise error
 
 
+def _shown(said: bytes) -> str:
+    """What a warm sandbox's waiter said (bounded by ``READY_CAP``), made inert for the
+    people and logs an error message reaches (``escape_report``)."""
+    return escape_report(said.decode("utf-8", "replace"))
+
+
 class Launched:
     """A sandbox started ahead of its code (``start``), its interpreter running the
     waiter (``waiter.py``), until ``finish`` runs it to its end or ``close`` ends it
@@ -364,8 +371,7 @@ class Launched:
             raise Cancelled("the run was cancelled; the sandbox was killed")
         if said.startswith(b"X"):
             raise SandboxError(
-                "the template's set-up failed in the sandbox:\n"
-                + said[1:].decode("utf-8", "replace").rstrip()
+                "the template's set-up failed in the sandbox:\n" + _shown(said[1:]).rstrip()
             )
         baseline = self._sandbox.cpu_time(cgroup_cpu_fd=self._setup.confinement.cpu_counter)
         if baseline < 0 or self._sandbox.exited() or not said.startswith(b"R"):
@@ -373,7 +379,7 @@ class Launched:
                 raise SandboxError("the warm sandbox ended before its code came")
             raise SandboxError(f"the warm sandbox was not ready within {within:g} s")
         code_file.write(code)
-        waiter.write(handover.encode())
+        waiter.hand(handover.encode())
         self._baseline = baseline
         self._handed_over = True
 
@@ -409,8 +415,7 @@ class Launched:
         finally:
             self.close()
         if said.startswith(b"RX"):
-            why = said[2:].decode("utf-8", "replace")
-            raise SandboxError(f"the sandbox could not start the program: {why}")
+            raise SandboxError(f"the sandbox could not start the program: {_shown(said[2:])}")
         # After the clean-up: the cgroup's counters were read once, when it ended.
         return _facts(raw, setup, self._baseline)
 

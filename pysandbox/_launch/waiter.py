@@ -134,6 +134,9 @@ class WaiterEnds:
 
     def __init__(self, template: bytes) -> None:
         self._fds: list[int] = []
+        self._said = b""
+        #: ``said`` is called by a pool's keeper and by the call that takes the sandbox.
+        self._reading = threading.Lock()
         try:
             self._go_read, self.go = self._pipe(1)
             self._ready, ready_write = self._pipe(0)
@@ -147,9 +150,6 @@ class WaiterEnds:
         except BaseException:
             self.close()
             raise
-        self._said = b""
-        #: ``said`` is called by a pool's keeper and by the call that takes the sandbox.
-        self._reading = threading.Lock()
 
     def _pipe(self, host_end: int) -> tuple[int, int]:
         """A pipe, both ends held here; only ``host_end`` (0: read, 1: write) is made
@@ -176,11 +176,18 @@ class WaiterEnds:
         return fds
 
     def write(self, payload: bytes) -> None:
-        """Make the payload memfd hold exactly ``payload``."""
+        """Make the payload memfd hold exactly ``payload``; ``OSError`` (no memory)."""
         os.ftruncate(self._payload, 0)
         view, at = memoryview(payload), 0
         while at < len(view):
             at += os.pwrite(self._payload, view[at:], at)
+
+    def hand(self, payload: bytes) -> None:
+        """``write`` at the hand-over: its ``OSError`` as a ``SandboxError``."""
+        try:
+            self.write(payload)
+        except OSError as exc:
+            raise SandboxError(f"cannot hand a warm sandbox its call: {exc.strerror}") from exc
 
     def said(self, wait: float = 0.0, cancel: CancelEvent | None = None) -> bytes:
         """What the waiter said on the ready pipe so far (at most ``READY_CAP`` bytes),

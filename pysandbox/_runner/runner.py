@@ -426,7 +426,8 @@ class Runner:
                     readable=self._merged_readable(call.readable),
                     env=self._merged_env(call.env),
                 )
-                form = python_form(merged, self._template)
+                files = plan.payloads[0] if call.files else b""
+                form = python_form(merged, self._template, files)
             queued = ticket.wait(call.cancel)
             facts = finish(plan, checked, lambda ready: self._facts(ready, form))
             return dataclasses.replace(facts, queued_time=queued)

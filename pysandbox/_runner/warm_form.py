@@ -14,14 +14,16 @@ are imported).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import resource
 
 from .._api.call import Call
 from .._api.run import build_plan
+from .._launch.bwrap import MAIN_PATH
 from .._launch.plan import Plan
 from .._launch.waiter import Handover, encode_template, starts_up, waiting_plan
-from .._model.filestream import encode_files
+from .._model.limits import Limits
 from .._model.template import Template
 
 __all__ = ["eval_form", "python_form"]
@@ -36,37 +38,58 @@ def _check_apart(call: Call, template: Template) -> None:
                 raise ValueError(f"files: {name!r} clashes with the template's file {kept!r}")
 
 
-def python_form(call: Call, template: Template | None) -> tuple[Plan, Handover]:
+def python_form(call: Call, template: Template | None, files: bytes = b"") -> tuple[Plan, Handover]:
     """The warm form of a ``run_python`` call (``call.code`` set, the Runner's defaults
-    merged), with ``template`` run before the sandbox waits."""
+    merged, ``call.program`` ``[python, FLAGS..., MAIN_PATH, ARGS...]``), with
+    ``template`` run before the sandbox waits; ``files``: the call's input files as a
+    stream (its fresh plan's payload: they are encoded once)."""
     if template is not None:
         _check_apart(call, template)
     env = dict(call.env or {})
     # A template's modules read their variables as they are imported (OpenBLAS reads
     # OMP_NUM_THREADS): with one, the whole env is the kind's.
     kept = env if template is not None else {k: v for k, v in env.items() if starts_up(k)}
+    program = tuple(call.program)
+    code_at = program.index(MAIN_PATH)
+    limits = call.limits if call.limits is not None else Limits()
+    kind = _kind_plan(
+        limits, tuple(call.readable), tuple(kept.items()), program[:code_at], template
+    )
+    handover = Handover(
+        program=program,
+        code_at=code_at,
+        env=tuple((key, value) for key, value in env.items() if key not in kept),
+        files=files,
+    )
+    return kind, handover
+
+
+@functools.lru_cache(maxsize=64)
+def _kind_plan(
+    limits: Limits,
+    readable: tuple[str, ...],
+    env: tuple[tuple[str, str], ...],
+    head: tuple[str, ...],
+    template: Template | None,
+) -> Plan:
+    """The warm plan of a kind, built once (a template's files are encoded once, not at
+    every call): the interpreter and its flags ``head``, the limits, the readable paths,
+    the variables kept in the kind."""
     plan, _ = build_plan(
-        dataclasses.replace(
-            call,
+        Call(
+            [*head, MAIN_PATH],
+            code=b"",
+            limits=limits,
+            readable=readable,
+            env=dict(env),
             files=template.files if template is not None else None,
-            env=kept,
-            stdin=None,
-            cancel=None,
-            on_stdout=None,
-            on_stderr=None,
         ),
         waiter=True,
     )
-    handover = Handover(
-        program=tuple(plan.program),
-        code_at=list(plan.program).index(plan.code_path or ""),
-        env=tuple((key, value) for key, value in env.items() if key not in kept),
-        files=encode_files(call.files) if call.files else b"",
-    )
     if template is None:
-        return waiting_plan(plan), handover
+        return waiting_plan(plan)
     payload = encode_template(template.imports, template.setup)
-    return waiting_plan(_cpu_for_setup(plan, template), payload), handover
+    return waiting_plan(_cpu_for_setup(plan, template), payload)
 
 
 def _cpu_for_setup(plan: Plan, template: Template) -> Plan:

@@ -243,3 +243,21 @@ def test_a_call_waiting_for_a_set_up_ends_when_cancelled() -> None:
         assert time.monotonic() - started < slow(10.0)
         assert [type(error) for error in outcome] == [Cancelled]
     assert children_of(os.getpid()) == []
+
+
+def test_what_a_failing_set_up_says_is_bounded_and_inert() -> None:
+    """The ready pipe is read back from the sandbox: at most 4 KiB of it reaches the
+    error, with terminal controls and CI log commands escaped."""
+    hostile = (
+        "\\x1b[2J\\x1b]52;c;aGk=\\x07\\n::error::faked\\n##vso[task.complete]\\r" + "y" * 100000
+    )
+    template = Template(setup=f"raise RuntimeError({hostile!r})")
+    with (
+        Runner(warm=1, template=template) as runner,
+        pytest.raises(SandboxError, match="set-up failed") as caught,
+    ):
+        runner.run_python("print('never')")
+    message = str(caught.value)
+    assert len(message) < 4096 + 200
+    assert not any(ord(char) < 0x20 and char not in "\n\t" for char in message)
+    assert "\n::error" not in message and "##vso[" not in message
