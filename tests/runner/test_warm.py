@@ -24,11 +24,12 @@ from typing import Any
 
 import pytest
 from support.processes import children_of
-from support.timing import KILL_LATENCY, PROMPTLY, cpu_overshoot, slow
+from support.timing import KILL_LATENCY, PROMPTLY, cpu_overshoot, eval_cpu, slow
 from support.warm import wait_ready
 
 from pysandbox import File, Limits, Result, Runner, SandboxError, Status
 from pysandbox._launch import codefile as _codefile
+from pysandbox._model.record import replace
 from pysandbox._runner import warm as _warm
 
 #: Everything of the interpreter, the process and the sandbox the code can look at,
@@ -267,8 +268,8 @@ ENDINGS = {
 @pytest.mark.parametrize("name", sorted(ENDINGS))
 def test_every_ending_reads_the_same(name: str) -> None:
     code = ENDINGS[name]
-    fresh = Runner().run_python(code, files={"in.txt": b"x"})
-    with Runner(warm=1) as runner:
+    fresh = Runner(limits=PROBE_LIMITS).run_python(code, files={"in.txt": b"x"})
+    with Runner(warm=1, limits=PROBE_LIMITS) as runner:
         wait_ready(runner)
         warm = runner.run_python(code, files={"in.txt": b"x"})
         assert runner._pool is not None and runner._pool.taken == 1
@@ -295,7 +296,7 @@ def test_big_input_files_cost_the_interpreter_no_memory() -> None:
     """Input files are copied from the payload by the kernel: 96 MiB of them fit a
     sandbox whose memory limit is 64 MiB, as in a fresh one (tmpfs pages are the
     disk's)."""
-    limits = Limits(memory=64 * 2**20, disk=256 * 2**20, file_size=256 * 2**20)
+    limits = replace(PROBE_LIMITS, memory=64 * 2**20, disk=256 * 2**20, file_size=256 * 2**20)
     files = {"big.bin": b"\xab" * (96 * 2**20)}
     code = "import os\nprint(os.path.getsize('big.bin'))"
     fresh = Runner(limits=limits).run_python(code, files=files)
@@ -457,7 +458,10 @@ def test_what_the_pool_knows_of_kinds_stays_bounded() -> None:
         pool = runner._pool
         assert pool is not None
         for megabytes in range(100, 130):
-            assert runner.eval_in_sandbox("print(1)", mem_max_mb=megabytes).stdout == "1"
+            output = runner.eval_in_sandbox(
+                "print(1)", mem_max_mb=megabytes, cpu_max_time_sec=eval_cpu()
+            )
+            assert output.stdout == "1", output
         with pool._lock:
             assert len(pool._last_call) <= 4 * pool.size + 4
             assert len(pool._ready) <= pool.size
