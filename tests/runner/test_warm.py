@@ -262,6 +262,39 @@ ENDINGS = {
         "threading.Thread(target=lambda: (time.sleep(0.2), print('thread done'))).start()\n"
         "def inner():\n    1 / 0\ninner()"
     ),
+    "teardown after a normal end": (
+        "import atexit, threading, time, weakref\n"
+        "class Noisy:\n"
+        "    def __del__(self):\n"
+        "        print('del', self.name, helper(), sorted(globals()))\n"
+        "def helper():\n    return 'helper'\n"
+        "first, second = Noisy(), Noisy()\n"
+        "first.name, second.name = 'first', 'second'\n"
+        "_private = Noisy()\n_private.name = 'private'\n"
+        "loop = Noisy()\nloop.name, loop.me = 'loop', loop\ndel loop\n"
+        "weakref.finalize(first, print, 'finalized')\n"
+        "atexit.register(lambda: print('atexit', first.name))\n"
+        "threading.Thread(target=lambda: (time.sleep(0.2), print('thread done'))).start()\n"
+        "out = open('out.txt', 'w')\nout.write('left open')"
+    ),
+    "a module of the code that leaves a file open": (
+        "with open('helper.py', 'w') as source:\n"
+        '    source.write(\'log = open("log.txt", "w")\\nlog.write("kept")\\n\')\n'
+        "import helper\nprint('imported')"
+    ),
+    "exit 0 with handlers": (
+        "import atexit, sys\natexit.register(print, 'bye')\n"
+        "class Noisy:\n    def __del__(self):\n        print('del')\n"
+        "keep = Noisy()\nsys.exit(0)"
+    ),
+    "exit with a code out of range": "import sys\nprint('out')\nsys.exit(300)",
+    "exit with True": "import sys\nsys.exit(True)",
+    "a stream that cannot be flushed at the end": (
+        "import sys\nsys.stdout = open('/dev/full', 'w')\nprint('lost')"
+    ),
+    "an atexit handler that raises": (
+        "import atexit\natexit.register(int, 'not a number')\nprint('end')"
+    ),
 }
 
 
