@@ -389,7 +389,8 @@ class Launched:
         The C core starts the clock and only then tells the waiter to go, so the wall
         time and the limits count from there, and no Python code of this process (a
         signal handler) runs between the two.  Raises ``SandboxError`` when the waiter
-        could not write the call's input files (the code never ran).  Closes it."""
+        could not write the call's input files (the code never ran).  Closes it: once
+        the facts are taken, in the closer's thread (``closer.close_soon``)."""
         if not self._handed_over:
             raise RuntimeError("hand_over the code first")
         setup = self._setup
@@ -412,12 +413,17 @@ class Launched:
                     ) from cause
                 raise
             said = waiter.said()
-        finally:
+            if said.startswith(b"RX"):
+                raise SandboxError(f"the sandbox could not start the program: {_shown(said[2:])}")
+            # Every process of the sandbox is gone: its counters are final.
+            facts = _facts(raw, setup, self._baseline)
+        except BaseException:
             self.close()
-        if said.startswith(b"RX"):
-            raise SandboxError(f"the sandbox could not start the program: {_shown(said[2:])}")
-        # After the clean-up: the cgroup's counters were read once, when it ended.
-        return _facts(raw, setup, self._baseline)
+            raise
+        from .closer import close_soon  # only for warm sandboxes
+
+        close_soon(setup.resources)
+        return facts
 
     def close(self) -> None:
         """Kill and reap the sandbox if it still runs, then release the rest."""

@@ -41,6 +41,7 @@ from .._api.run import (
     python_program,
 )
 from .._api.session import DEFAULT_CPU_BUDGET, DEFAULT_IDLE_TIMEOUT, DEFAULT_LIFETIME, Session
+from .._launch import closer
 from .._launch.launcher import launch, start
 from .._launch.plan import Facts, Plan
 from .._launch.waiter import Handover
@@ -68,6 +69,9 @@ __all__ = ["Runner"]
 
 #: How long a call waits for a warm sandbox without a template that is still starting.
 _READY_WITHIN = 10.0
+
+#: How long ``close()`` waits for the closer to finish what the warm calls left.
+_CLOSE_SECONDS = 10.0
 
 #: Makes a run's output callbacks once its cancel event is known (the async forms hand
 #: each chunk to the event loop and give up when that event is set).
@@ -251,11 +255,13 @@ class Runner:
         refuse new calls (``RuntimeError``).
 
         Returns once every call of other threads has ended, within the C core's 50 ms
-        tick plus the reaping.  Idempotent.
+        tick plus the reaping, and what the warm sandboxes it ran left is closed.
+        Idempotent.
         """
         self._slots.close()
         if self._pool is not None:
             self._pool.close()
+            closer.drain(_CLOSE_SECONDS)
         if self._warm_sessions is not None:
             self._warm_sessions.close()
         self._book.close()

@@ -5,12 +5,15 @@ interpreter's own teardown of the modules loaded before the hand-over is skipped
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 
 import pytest
 from support.warm import wait_ready
 
 from pysandbox import Runner
+from pysandbox._host import owners
 
 #: An object with a ``__del__``, held by a module both interpreters load at start-up.
 HELD_BY_A_LOADED_MODULE = """
@@ -50,3 +53,41 @@ def test_the_status_is_the_programs(ending: str) -> None:
         wait_ready(runner)
         warm = runner.run_python(code)
     assert (warm.returncode, warm.files) == (fresh.returncode, fresh.files)
+
+
+def _open_fds() -> set[str]:
+    """What this process's fds are open on."""
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own
+            found.add(os.readlink(f"/proc/self/fd/{fd}"))
+    return found
+
+
+def _code_files() -> list[str]:
+    """The code files in this process's private directories (``_launch.codefile``)."""
+    me = owners.identity(os.getpid())
+    found = []
+    for name in os.listdir("/dev/shm"):
+        place = os.path.join("/dev/shm", name)
+        with contextlib.suppress(OSError):
+            with open(os.path.join(place, "owner")) as owner:
+                if name.startswith("pysandbox-") and owner.read() == me:
+                    found += [entry for entry in os.listdir(place) if entry != "owner"]
+    return found
+
+
+def test_what_a_warm_call_leaves_is_closed_by_the_runners_close() -> None:
+    """A warm call returns once it has its facts and leaves its clean-up (the cgroup,
+    the lifeline, the code file, the waiter's fds) to the closer's thread; ``close()``
+    waits for it: nothing of the calls is left open."""
+    fds_before, files_before = _open_fds(), _code_files()
+    runner = Runner(warm=1)
+    for _ in range(3):
+        wait_ready(runner)
+        result = runner.run_python("print(1)", files={"in.txt": b"x"})
+        assert result.stdout == b"1\n", result
+    assert runner._pool is not None and runner._pool.taken == 3
+    runner.close()
+    assert _code_files() == files_before == []
+    assert _open_fds() <= fds_before | {"/dev/null"}
