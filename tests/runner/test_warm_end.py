@@ -70,10 +70,9 @@ def _code_files() -> list[str]:
     found = []
     for name in os.listdir("/dev/shm"):
         place = os.path.join("/dev/shm", name)
-        with contextlib.suppress(OSError):
-            with open(os.path.join(place, "owner")) as owner:
-                if name.startswith("pysandbox-") and owner.read() == me:
-                    found += [entry for entry in os.listdir(place) if entry != "owner"]
+        with contextlib.suppress(OSError), open(os.path.join(place, "owner")) as owner:
+            if name.startswith("pysandbox-") and owner.read() == me:
+                found += [entry for entry in os.listdir(place) if entry != "owner"]
     return found
 
 
