@@ -207,8 +207,9 @@ def _wait(go, ready, payload):  # type: (int, int, int) -> tuple[str, list[str]]
     files = [_guarded(go, "rb"), _guarded(ready, "wb"), _guarded(payload, "rb")]
     if _EXITS is not None:
         _EXITS.register(_end)
+    records = _records(payload)
     try:
-        _set_up(payload, _records(payload))
+        _set_up(payload, records)
     except BaseException:
         import traceback
 
@@ -216,7 +217,8 @@ def _wait(go, ready, payload):  # type: (int, int, int) -> tuple[str, list[str]]
         os._exit(1)
     # The compiler makes its syntax tree's types at its first use: 1.3 ms, not the call's.
     compile(b"pass\n", "<waiter>", "exec", dont_inherit=True)
-    _GC.freeze()
+    if _EXITS is not None or records:
+        _GC.freeze()
     _tell(ready, b"R")
     if os.read(go, 1) != b"g":
         os._exit(1)
@@ -348,27 +350,52 @@ _WEAKREF = _unseen("_weakref")
 _EXITS = _unseen("atexit") if sys.version_info >= (3, 10) or "atexit" in sys.modules else None
 
 #: What ``_end`` needs, set by ``_run``: the exit status once the code has ended as the
-#: interpreter can end it quickly (None until then), and the modules loaded before it.
-_ENDING = [None, frozenset()]  # type: list[object]
+#: interpreter can end it quickly (None until then), the modules loaded before it, and
+#: how many objects were frozen then.
+_ENDING = [None, frozenset(), 0]  # type: list[object]
+
+#: The built-in modules ``_end`` needs besides, imported unseen; the type of modules;
+#: the builtins' namespace.
+_THREAD = _unseen("_thread")
+_SIGNAL = _unseen("_signal")
+_MODULE = type(sys)
+_BUILTINS = sys.modules["builtins"].__dict__
+
+#: What the interpreter sets to None in ``sys`` before it lets the modules go
+#: (``finalize_modules_delete_special``).
+_SYS_NONE = (
+    "path",
+    "argv",
+    "ps1",
+    "ps2",
+    *(("last_exc",) if sys.version_info >= (3, 12) else ()),
+    "last_type",
+    "last_value",
+    "last_traceback",
+    "path_hooks",
+    "path_importer_cache",
+    "meta_path",
+    "__interactivehook__",
+)
 
 
 def _let_go(  # type: ignore[no-untyped-def]
     before,
     sys=sys,
     list=list,
-    getattr=getattr,
     isinstance=isinstance,
     reversed=reversed,
-    dict=dict,
+    module_type=_MODULE,
     clear=_clear,
     collect=_GC.collect,
     ref=_WEAKREF.ref,
 ):
-    """What the interpreter does to the modules at its end, for ``__main__`` and the
-    modules imported since the hand-over (not in ``before``): they leave
+    """What the interpreter does to the modules at its end: every module leaves
     ``sys.modules`` and the garbage is collected (so the objects of the code's globals
     meet their ``__del__`` with those globals still whole), then the namespaces of
-    those still alive are cleared, last one first."""
+    ``__main__`` and of the modules imported since the hand-over (not in ``before``)
+    still alive are cleared, last one first.  The modules loaded before are not
+    cleared: that is the teardown skipped."""
     gone = []
     for name in list(sys.modules):
         if name not in before or name == "__main__":
@@ -376,13 +403,14 @@ def _let_go(  # type: ignore[no-untyped-def]
                 gone.append(ref(sys.modules[name]))
             except TypeError:
                 pass
-            sys.modules[name] = None
+        sys.modules[name] = None
+    sys.modules.clear()
     collect()
     for alive in reversed(gone):
-        held = getattr(alive(), "__dict__", None)
-        if isinstance(held, dict):
-            clear(held)
-        held = None
+        module = alive()
+        if isinstance(module, module_type):
+            clear(module.__dict__)
+        module = None
     collect()
 
 
@@ -402,6 +430,38 @@ def _flush_files(  # type: ignore[no-untyped-def]
                 file.flush()
 
 
+def _signals_off(  # type: ignore[no-untyped-def]
+    callable=callable,
+    range=range,
+    signal=_SIGNAL,
+):
+    """What the interpreter does once the streams are flushed: the signal handlers the
+    code set go back to the default (``_PySignal_Fini``)."""
+    for number in range(1, signal.NSIG):
+        try:
+            if callable(signal.getsignal(number)):
+                signal.signal(number, signal.SIG_DFL)
+        except (ValueError, OSError):
+            continue
+
+
+def _specials_off(  # type: ignore[no-untyped-def]
+    sys=sys,
+    getattr=getattr,
+    setattr=setattr,
+    builtins=_BUILTINS,
+    none=_SYS_NONE,
+):
+    """What the interpreter does to ``builtins`` and ``sys`` before it lets the modules
+    go (``finalize_modules_delete_special``): ``_``, the import machinery, ``argv``,
+    ``path`` and the last exception set to None, the standard streams put back."""
+    builtins["_"] = None
+    for name in none:
+        setattr(sys, name, None)
+    for name in ("stdin", "stdout", "stderr"):
+        setattr(sys, name, getattr(sys, "__" + name + "__", None))
+
+
 def _end(  # type: ignore[no-untyped-def]
     ending=_ENDING,
     sys=sys,
@@ -409,7 +469,13 @@ def _end(  # type: ignore[no-untyped-def]
     getattr=getattr,
     isenabled=_GC.isenabled,
     collect=_GC.collect,
+    frozen=_GC.get_freeze_count,
+    unfreeze=_GC.unfreeze,
+    callbacks=_GC.callbacks,
+    threads=_THREAD._count,
     exits=_EXITS,
+    signals_off=_signals_off,
+    specials_off=_specials_off,
     let_go=_let_go,
     flush_files=_flush_files,
     Any=BaseException,
@@ -421,27 +487,37 @@ def _end(  # type: ignore[no-untyped-def]
     interpreter's teardown, and skips the rest (freeing every object one by one: 1.5 ms
     for a bare interpreter, 45 ms with pandas loaded; the sandbox is thrown away
     whole).  In the interpreter's order: the handlers that ran are let go of (they may
-    hold the code's objects), the streams are flushed and the garbage collected, the
-    code's modules go (``_let_go``), the files left open are flushed
-    (``_flush_files``), and the streams again.  What the modules loaded before the
-    hand-over hold meets no ``__del__``.  With no status (the code raised), or when a
-    step fails (a stream that cannot be flushed: the interpreter reports it and exits
-    with 120), it returns, and the interpreter's teardown does the rest exactly as for
-    a fresh program."""
-    status, before = ending
-    if status is None:
+    hold the code's objects), the streams are flushed, the signal handlers reset, the
+    garbage collected, ``sys`` readied (``_specials_off``), the modules let go
+    (``_let_go``, with no ``gc.callbacks``: the interpreter calls none then); then the
+    files left open are flushed (``_flush_files``).  The interpreter's own teardown
+    does the rest, exactly as for a fresh program, with every object unfrozen, when
+    there is no status (the code raised), when a thread still runs (a daemon thread
+    may hold a file's lock; the interpreter stops them first), when the code froze
+    objects itself (their files would not be seen), and when a step fails (a stream
+    that cannot be flushed: the interpreter reports it and exits with 120)."""
+    status, before, count = ending
+    if status is None or threads() or frozen() > count:
+        unfreeze()
         return
-    exits._clear()
+    kept = {}
     try:
+        exits._clear()
         for name in ("stdout", "stderr"):
             getattr(sys, name).flush()
+        signals_off()
         if isenabled():
             collect()
+        specials_off()
+        callbacks[:] = []
+        for name in before:
+            if name != "__main__" and name in sys.modules:
+                kept[name] = sys.modules[name]
         let_go(before)
         flush_files()
-        for name in ("stdout", "stderr"):
-            getattr(sys, name).flush()
     except Any:
+        sys.modules.update(kept)
+        unfreeze()
         return
     os._exit(status)
 
@@ -458,6 +534,7 @@ def _run(  # type: ignore[no-untyped-def]
     int=int,
     frozenset=frozenset,
     ending=_ENDING,
+    freeze_count=_GC.get_freeze_count,
     flush=_flush,
     hook=_trimming_hook,
     gone=_file_gone,
@@ -497,6 +574,7 @@ def _run(  # type: ignore[no-untyped-def]
     waiter.clear()
     waiter["__builtins__"] = builtins
     ending[1] = frozenset(sys.modules)
+    ending[2] = freeze_count()
     try:
         exec(code, namespace)
     except SystemExit as stop:
