@@ -33,6 +33,7 @@ class RawResult(TypedDict):
     captures_truncated: list[bool]
     cpu_exceeded: bool
     disk_exceeded: bool
+    reported: bool
     tree_cpu_time: float
     cancelled: bool
     cgroup_joined_at_clone: bool
@@ -102,6 +103,7 @@ class Sandbox:
         release_fd: int = ...,
         disk_inodes: int = ...,
         disk_dir: str | None = ...,
+        end_at_report: int = ...,
     ) -> RawResult: ...
     def cpu_time(self, cgroup_cpu_fd: int = ...) -> float: ...
     def kill(self) -> None: ...

@@ -292,15 +292,17 @@ void sbx_start_args_release(struct sbx_start_args *a)
 /*
  * sbx_pump_args_parse: pump()'s keywords into *a, checked: caps >= 0, a
  * finite timeout > 0, a finite cpu_limit >= 0, a finite since, disk_inodes
- * >= 0 with an absolute disk_dir, callbacks callable or None (ValueError,
+ * >= 0 with an absolute disk_dir, end_at_report -1 or a capture's index,
+ * callbacks callable or None (ValueError,
  * TypeError).  Returns 0, or -1 with an exception set and nothing held.
  */
 int sbx_pump_args_parse(struct sbx_pump_args *a, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {
-        "stdin",       "stdin_callback", "on_stdout",   "on_stderr", "stdout_cap", "stderr_cap",
-        "kill_on_cap", "timeout",        "cpu_limit",   "cancel",    "text",       "cgroup_cpu_fd",
-        "since",       "release_fd",     "disk_inodes", "disk_dir",  NULL};
+        "stdin",      "stdin_callback", "on_stdout", "on_stderr",  "stdout_cap",
+        "stderr_cap", "kill_on_cap",    "timeout",   "cpu_limit",  "cancel",
+        "text",       "cgroup_cpu_fd",  "since",     "release_fd", "disk_inodes",
+        "disk_dir",   "end_at_report",  NULL};
     PyObject *stdin_callback = Py_None, *on_stdout = Py_None, *on_stderr = Py_None;
     PyObject *cancel = Py_None;
     Py_ssize_t stdout_cap = PY_SSIZE_T_MAX, stderr_cap = PY_SSIZE_T_MAX;
@@ -309,21 +311,24 @@ int sbx_pump_args_parse(struct sbx_pump_args *a, PyObject *args, PyObject *kwarg
     memset(a, 0, sizeof *a);
     c->timeout_sec = -1.0;
     c->cgroup_cpu_fd = -1;
+    c->end_at_report = -1;
     a->release_fd = -1;
     a->since = -1.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$y*OOOnnpddOpidiLz:pump", keywords,
-                                     &a->stdin_view, &stdin_callback, &on_stdout, &on_stderr,
-                                     &stdout_cap, &stderr_cap, &c->kill_on_cap, &c->timeout_sec,
-                                     &c->cpu_limit, &cancel, &a->text, &c->cgroup_cpu_fd, &a->since,
-                                     &a->release_fd, &c->disk_inodes, &c->disk_dir))
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kwargs, "|$y*OOOnnpddOpidiLzi:pump", keywords, &a->stdin_view, &stdin_callback,
+            &on_stdout, &on_stderr, &stdout_cap, &stderr_cap, &c->kill_on_cap, &c->timeout_sec,
+            &c->cpu_limit, &cancel, &a->text, &c->cgroup_cpu_fd, &a->since, &a->release_fd,
+            &c->disk_inodes, &c->disk_dir, &c->end_at_report))
         return -1;
     if (stdout_cap < 0 || stderr_cap < 0 || !(c->timeout_sec > 0) || !isfinite(c->timeout_sec) ||
         !(c->cpu_limit >= 0) || !isfinite(c->cpu_limit) || !isfinite(a->since) ||
         c->disk_inodes < 0 ||
-        (c->disk_inodes > 0 && (c->disk_dir == NULL || c->disk_dir[0] != '/'))) {
+        (c->disk_inodes > 0 && (c->disk_dir == NULL || c->disk_dir[0] != '/')) ||
+        c->end_at_report < -1 || c->end_at_report >= SBX_MAX_CAPTURES) {
         PyErr_SetString(PyExc_ValueError, "caps must be >= 0, timeout finite and > 0, "
                                           "cpu_limit finite and >= 0, since finite, "
-                                          "disk_inodes >= 0 and with an absolute disk_dir");
+                                          "disk_inodes >= 0 and with an absolute disk_dir, "
+                                          "end_at_report a capture or -1");
         sbx_pump_args_release(a);
         return -1;
     }

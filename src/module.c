@@ -96,8 +96,9 @@ cleanup:
     return sandbox;
 }
 
-/* The keywords of pump() that run() does not take: it starts the clock at the spawn. */
-static const char *const pump_only_keywords[] = {"since", "release_fd", NULL};
+/* The keywords of pump() that run() does not take: it starts the clock at the spawn,
+ * and reaps what it started before it returns. */
+static const char *const pump_only_keywords[] = {"since", "release_fd", "end_at_report", NULL};
 
 /* The keywords of run() that go to start(); the rest go to pump(). */
 static const char *const start_keywords[] = {"rlimits",      "pass_fds",      "captures",

@@ -317,6 +317,7 @@ PyObject *sbx_build_result(const struct sbx_outcome *o, size_t n_captures, int t
         set_item(d, "stderr", stream_object(&o->err, &direct[1], text)) ||
         set_item(d, "cpu_exceeded", PyBool_FromLong(o->cpu_exceeded)) ||
         set_item(d, "disk_exceeded", PyBool_FromLong(o->disk_exceeded)) ||
+        set_item(d, "reported", PyBool_FromLong(o->reported)) ||
         set_item(d, "tree_cpu_time", PyFloat_FromDouble(o->tree_cpu_time)) ||
         set_item(d, "cancelled", PyBool_FromLong(cancelled)) ||
         set_item(d, "cgroup_joined_at_clone", PyBool_FromLong(joined_at_clone)) ||

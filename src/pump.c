@@ -103,6 +103,23 @@ static int disk_limit_passed(struct pump *p)
 #define KEEP_GOING 2
 
 /*
+ * init_reported: with config->end_at_report, whether that capture holds
+ * the init's whole report, an "exit ..." line.  The init writes it once the
+ * program has exited and every other process of the sandbox is killed and
+ * reaped, so every byte the program wrote is in the pipes by then.
+ */
+static int init_reported(const struct pump *p)
+{
+    const struct sbx_buffer *report;
+    int capture = p->config->end_at_report;
+    if (capture < 0 || 2 + capture >= p->n_streams)
+        return 0;
+    report = p->streams[2 + capture].buf;
+    return report->len > 5 && memcmp(report->data, "exit ", 5) == 0 &&
+           report->data[report->len - 1] == '\n';
+}
+
+/*
  * every_tick: what the loop does once per SBX_TICK_MS: the tick hook with
  * the watchdog armed, then the CPU and disk limits.  Returns KEEP_GOING, or
  * the SBX_PUMP_* the loop ends with.
@@ -198,6 +215,10 @@ static int pump_loop(struct pump *p, double started, int *exited)
             outcome->killed_on_cap = 1;
             return SBX_PUMP_DONE;
         }
+        if (init_reported(p)) {
+            outcome->reported = 1;
+            return SBX_PUMP_DONE;
+        }
         /* The hook may have queued input or asked to close stdin. */
         if (child->in_fd < 0)
             input->pending.len = 0;
@@ -223,9 +244,16 @@ static int pump_loop(struct pump *p, double started, int *exited)
  * verdict the loop would have given, and wall_time says when the sandbox
  * ended, not when the hook returned.
  *
- * Contract: the child is always reaped (or found auto-reaped) and its fds
- * closed on return; outcome->out/err/captures are owned by the caller (free
- * with sbx_buffer_free) on every path; no thread is left running.  Returns
+ * With config->end_at_report, the run also ends once the init has reported
+ * (init_reported): what is in the pipes then is taken without waiting for
+ * their end, and bwrap, which exits by itself as soon as the init has, is
+ * left to the caller (outcome->reported), with the fds it needs to be
+ * killed and reaped (sbx_kill_and_reap, then sbx_child_close_fds).
+ *
+ * Contract: the child is always reaped (or found auto-reaped), but for
+ * outcome->reported, and its pipes closed on return; outcome->out/err/
+ * captures are owned by the caller (free with sbx_buffer_free) on every
+ * path; no thread is left running.  Returns
  * SBX_PUMP_DONE, SBX_PUMP_ABORTED (a hook returned non-zero; the hook has
  * recorded why) or SBX_PUMP_FAILED (errno set; also when the watchdog could
  * not be started).  Runs without the GIL; thread-safe.
@@ -281,7 +309,7 @@ int sbx_pump(struct sbx_child *child, struct sbx_input *input, const struct sbx_
     seen[0] = outcome->out.len;
     seen[1] = outcome->err.len;
     sbx_close_fd(&child->in_fd);
-    if (!exited) {
+    if (!exited && !outcome->reported) {
         if (p.killed_at < 0)
             p.killed_at = sbx_monotonic();
         outcome->status_known = sbx_kill_and_reap(child, &outcome->wait_status, &outcome->usage);
@@ -290,13 +318,17 @@ int sbx_pump(struct sbx_child *child, struct sbx_input *input, const struct sbx_
      * ran, or here), not the end of the kernel's teardown that the reap
      * waited for, nor when the hook returned. */
     outcome->wall_time = (p.killed_at >= 0 ? p.killed_at : sbx_monotonic()) - started;
-    if (sbx_drain_after_exit(&p, exited ? 0.0 : KILL_GRACE_SEC) != 0 && result == SBX_PUMP_DONE) {
+    if (sbx_drain_after_exit(&p, exited || outcome->reported ? 0.0 : KILL_GRACE_SEC) != 0 &&
+        result == SBX_PUMP_DONE) {
         saved_errno = errno;
         result = SBX_PUMP_FAILED;
     }
     if (result == SBX_PUMP_DONE && sbx_deliver_rest(&p, seen) != 0)
         result = SBX_PUMP_ABORTED;
-    sbx_child_close_fds(child);
+    if (outcome->reported)
+        sbx_child_close_pipes(child);
+    else
+        sbx_child_close_fds(child);
     free(p.scratch);
     errno = saved_errno;
     return result;

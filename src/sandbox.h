@@ -130,6 +130,7 @@ struct sbx_spawn_error {
 const char *sbx_stage_name(int stage);
 int sbx_spawn(const struct sbx_spec *spec, struct sbx_child *child, struct sbx_spawn_error *error);
 void sbx_close_fd(int *fd);
+void sbx_child_close_pipes(struct sbx_child *child);
 void sbx_child_close_fds(struct sbx_child *child);
 
 /*
@@ -197,6 +198,8 @@ struct sbx_pump_config {
     double timeout_sec;    /* wall-clock limit; the child is killed past it */
     long long disk_inodes; /* inodes the tmpfs at disk_dir may hold; 0: not watched */
     const char *disk_dir;  /* absolute, inside the sandbox (disk.c) */
+    int end_at_report;     /* capture of the init's report: the run ends once it holds
+                              the init's "exit" line, bwrap left to the caller; -1: no */
     struct sbx_hooks hooks;
 };
 
@@ -216,6 +219,7 @@ struct sbx_outcome {
     int killed_on_cap;
     int cpu_exceeded;
     int disk_exceeded; /* the tmpfs at disk_dir passed disk_inodes */
+    int reported;      /* ended at the init's report (end_at_report): bwrap not reaped */
     double tree_cpu_time;
     double wall_time;
     struct rusage usage;

@@ -17,8 +17,10 @@
 #include <fcntl.h>
 #include <string.h>
 
-/* Where a Sandbox is in its single life; zeroed memory reads as ended. */
-enum { SANDBOX_ENDED = 0, SANDBOX_STARTED, SANDBOX_PUMPING };
+/* Where a Sandbox is in its single life; zeroed memory reads as ended.
+ * REPORTED: run to its init's report (end_at_report), bwrap still to be
+ * killed and reaped by kill() or the object's release. */
+enum { SANDBOX_ENDED = 0, SANDBOX_STARTED, SANDBOX_PUMPING, SANDBOX_REPORTED };
 
 /*
  * A started bwrap process and the parent's ends of its pipes, until pump()
@@ -152,7 +154,7 @@ PyDoc_STRVAR(pump_doc, "pump($self, /, *, stdin=b'', stdin_callback=None, on_std
                        "     on_stderr=None, stdout_cap=sys.maxsize, stderr_cap=sys.maxsize,\n"
                        "     kill_on_cap=False, timeout, cpu_limit=0.0, cancel=None, text=False,\n"
                        "     cgroup_cpu_fd=-1, since=-1.0, release_fd=-1, disk_inodes=0,\n"
-                       "     disk_dir=None)\n"
+                       "     disk_dir=None, end_at_report=-1)\n"
                        "--\n\n"
                        "Run the sandbox to its end, once.  Feed stdin, capture stdout/stderr up\n"
                        "to their caps, kill `timeout` seconds after `since` (a time.monotonic()\n"
@@ -179,7 +181,12 @@ PyDoc_STRVAR(pump_doc, "pump($self, /, *, stdin=b'', stdin_callback=None, on_std
                        "tmpfs at disk_dir inside the sandbox: past it the sandbox is killed and\n"
                        "the result says 'disk_exceeded'.  The call returns once the sandbox's\n"
                        "init is gone, however long the kernel takes to tear it down; wall_time\n"
-                       "ends at the program's exit or at the kill.\n"
+                       "ends at the program's exit or at the kill.  With end_at_report, the\n"
+                       "index of the capture the init reports on, it returns as soon as that\n"
+                       "capture holds the init's 'exit' line (every other process of the\n"
+                       "sandbox is gone then, and the program's output is in the pipes), with\n"
+                       "'reported' true: bwrap, which exits by itself, is then left to kill()\n"
+                       "or the object's release to reap.\n"
                        "Returns a dict of facts; raises OSError if the loop failed, RuntimeError\n"
                        "if the sandbox was already run or killed.");
 
@@ -219,7 +226,7 @@ static PyObject *Sandbox_pump(SandboxObject *self, PyObject *args, PyObject *kwa
     ctx.tstate = PyEval_SaveThread();
     pump_rc = run_to_end(self, &input, &a, &outcome, &release_errno);
     PyEval_RestoreThread(ctx.tstate);
-    self->state = SANDBOX_ENDED;
+    self->state = outcome.reported ? SANDBOX_REPORTED : SANDBOX_ENDED;
 
     if (release_errno != 0)
         raise_release_error(release_errno);
@@ -265,9 +272,10 @@ static PyObject *Sandbox_cpu_time(SandboxObject *self, PyObject *args, PyObject 
 }
 
 PyDoc_STRVAR(kill_doc, "kill($self, /)\n--\n\n"
-                       "End the sandbox unrun: kill every process of it, reap bwrap and\n"
-                       "close the pipes; returns once nothing of it is left.  No-op once\n"
-                       "it was run or killed; RuntimeError while pump() runs it.");
+                       "End the sandbox unrun (or run to its init's report, bwrap still\n"
+                       "to reap): kill every process of it, reap bwrap and close the\n"
+                       "pipes; returns once nothing of it is left.  No-op once it was run\n"
+                       "to its end or killed; RuntimeError while pump() runs it.");
 
 /* Sandbox_kill: see kill_doc.  Called with the GIL; kills without it. */
 static PyObject *Sandbox_kill(SandboxObject *self, PyObject *unused)
@@ -275,6 +283,8 @@ static PyObject *Sandbox_kill(SandboxObject *self, PyObject *unused)
     (void)unused;
     if (self->state == SANDBOX_ENDED)
         Py_RETURN_NONE;
+    if (self->state == SANDBOX_REPORTED)
+        self->state = SANDBOX_STARTED;
     if (claim(self, SANDBOX_ENDED, "kill it") != 0)
         return NULL;
     end_child(self);
@@ -300,14 +310,14 @@ static PyObject *Sandbox_get_pid(SandboxObject *self, void *closure)
 }
 
 /*
- * Sandbox_dealloc: a sandbox never run is killed and reaped, so dropping the
- * last reference leaks no process or fd.  Called with the GIL; kills
- * without it.
+ * Sandbox_dealloc: a sandbox never run, or run to its init's report, is
+ * killed and reaped, so dropping the last reference leaks no process or
+ * fd.  Called with the GIL; kills without it.
  */
 static void Sandbox_dealloc(SandboxObject *self)
 {
     PyTypeObject *type = Py_TYPE(self);
-    if (self->state == SANDBOX_STARTED) {
+    if (self->state == SANDBOX_STARTED || self->state == SANDBOX_REPORTED) {
         self->state = SANDBOX_ENDED;
         end_child(self);
     }

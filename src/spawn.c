@@ -80,16 +80,25 @@ void sbx_close_fd(int *fd)
 }
 
 /*
- * sbx_child_close_fds: close every parent-side fd of a child.  Idempotent.
- * No GIL needed.
+ * sbx_child_close_pipes: close the parent's ends of a child's pipes, and
+ * keep what killing and reaping it needs.  Idempotent.  No GIL needed.
  */
-void sbx_child_close_fds(struct sbx_child *child)
+void sbx_child_close_pipes(struct sbx_child *child)
 {
     sbx_close_fd(&child->in_fd);
     sbx_close_fd(&child->out_fd);
     sbx_close_fd(&child->err_fd);
     for (int i = 0; i < SBX_MAX_CAPTURES; i++)
         sbx_close_fd(&child->capture_fds[i]);
+}
+
+/*
+ * sbx_child_close_fds: close every parent-side fd of a child.  Idempotent.
+ * No GIL needed.
+ */
+void sbx_child_close_fds(struct sbx_child *child)
+{
+    sbx_child_close_pipes(child);
     sbx_close_fd(&child->pidfd);
     sbx_close_fd(&child->init_pidfd);
     sbx_close_fd(&child->unix_list_fd);

@@ -297,7 +297,7 @@ def _facts(raw: _sandbox.RawResult, setup: _Setup, cpu_baseline: float) -> Facts
         usage=usage,
         cpu_baseline=cpu_baseline,
     )
-    if not bwrap_exited(raw["captures"][0]) and not facts.killed:
+    if not (raw["reported"] or bwrap_exited(raw["captures"][0]) or facts.killed):
         raise setup_failure(raw)
     return facts
 
@@ -312,6 +312,17 @@ def _run_core(call: Callable[[], _Core]) -> _Core:
     except OSError as exc:
         raise spawn_failure(exc) from exc
     raise error
+
+
+#: The captures of every run are bwrap's status, the init's report, then the plan's.
+INIT_REPORT_CAPTURE = 1
+
+
+def _end_at_report(plan: Plan) -> int:
+    """Where a warm run may end as soon as the init has reported (the index of the init's
+    capture), or -1: the init reports before it streams the files out, so a run that
+    collects them waits for bwrap's exit."""
+    return -1 if plan.capture_caps else INIT_REPORT_CAPTURE
 
 
 def _shown(said: bytes) -> str:
@@ -402,6 +413,7 @@ class Launched:
                     lambda: self._sandbox.pump(
                         **setup.pump_options(plan, self._baseline),  # type: ignore[arg-type]
                         release_fd=waiter.go,
+                        end_at_report=_end_at_report(plan),
                     )
                 )
             except SandboxError as exc:

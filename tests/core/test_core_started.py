@@ -127,9 +127,64 @@ def test_a_release_that_fails_kills_the_program_first() -> None:
         os.close(write_end)
 
 
+#: A program that reports as the init does (on its second capture, fd 4) once it has
+#: written its output, then goes on as bwrap does after its init has exited.
+REPORTS_THEN_LINGERS = "head -c 100000 /dev/zero; printf 'exit 0 1 2 3\\n' >&4; exec sleep 60"
+
+
+def test_end_at_report_returns_at_the_report_with_all_the_output() -> None:
+    """With ``end_at_report``, ``pump`` returns once that capture holds an ``exit``
+    line, with everything written before it (more than a pipe holds), and leaves the
+    process, still running, to ``kill``, which reaps it and closes what is left."""
+    before = own_fds()
+    sandbox = _sandbox.start([SH, "-c", REPORTS_THEN_LINGERS], [], captures=[100, 100])
+    pid = sandbox.pid
+    raw = sandbox.pump(timeout=PROMPTLY, end_at_report=1)
+    assert raw["reported"] and not raw["timed_out"]
+    assert raw["stdout"] == b"\0" * 100000
+    assert raw["captures"][1] == b"exit 0 1 2 3\n"
+    assert not raw["status_known"]
+    assert os.path.exists(f"/proc/{pid}/status")  # not reaped
+    assert sandbox.exited()
+    with pytest.raises(RuntimeError, match="already run or killed"):
+        sandbox.pump(timeout=1.0)
+    sandbox.kill()
+    assert not os.path.exists(f"/proc/{pid}")
+    assert own_fds() == before
+
+
+def test_a_sandbox_left_at_its_report_is_reaped_when_dropped() -> None:
+    before = own_fds()
+    sandbox = _sandbox.start([SH, "-c", REPORTS_THEN_LINGERS], [], captures=[100, 100])
+    pid = sandbox.pid
+    assert sandbox.pump(timeout=PROMPTLY, end_at_report=1)["reported"]
+    del sandbox
+    gc.collect()
+    assert not os.path.exists(f"/proc/{pid}")
+    assert own_fds() == before
+
+
+def test_end_at_report_waits_for_a_whole_exit_line() -> None:
+    """Another line, or a part of one, is no report: the run goes to its end."""
+    for script in ("printf 'fail 2 oops\\n' >&4; exit 5", "printf 'exit 0 1' >&4; exit 5"):
+        sandbox = _sandbox.start([SH, "-c", script], [], captures=[100, 100])
+        raw = sandbox.pump(timeout=PROMPTLY, end_at_report=1)
+        assert not raw["reported"]
+        assert raw["status_known"] and os.waitstatus_to_exitcode(raw["wait_status"]) == 5
+
+
+@pytest.mark.no_bwrap
+def test_end_at_report_must_name_a_capture() -> None:
+    for wrong in (-2, 99):
+        sandbox = started("true")
+        with pytest.raises(ValueError, match="end_at_report"):
+            sandbox.pump(timeout=1.0, end_at_report=wrong)
+        sandbox.kill()
+
+
 @pytest.mark.no_bwrap
 def test_run_takes_neither_since_nor_release_fd() -> None:
-    for keyword in ("since", "release_fd"):
+    for keyword in ("since", "release_fd", "end_at_report"):
         with pytest.raises(TypeError, match=keyword):
             _sandbox.run([SH, "-c", "true"], [], timeout=1.0, **{keyword: 1})
 

@@ -10,6 +10,7 @@ import os
 import sys
 
 import pytest
+from support.processes import children_of
 from support.warm import wait_ready
 
 from pysandbox import Runner
@@ -77,16 +78,36 @@ def _code_files() -> list[str]:
 
 
 def test_what_a_warm_call_leaves_is_closed_by_the_runners_close() -> None:
-    """A warm call returns once it has its facts and leaves its clean-up (the cgroup,
-    the lifeline, the code file, the waiter's fds) to the closer's thread; ``close()``
-    waits for it: nothing of the calls is left open."""
+    """A warm call returns once it has its facts (an ``eval_in_sandbox`` call as soon
+    as the init has reported, bwrap still exiting) and leaves its clean-up (reaping
+    bwrap, the cgroup, the lifeline, the code file, the waiter's fds) to the closer's
+    thread; ``close()`` waits for it: nothing of the calls is left."""
     fds_before, files_before = _open_fds(), _code_files()
     runner = Runner(warm=1)
     for _ in range(3):
         wait_ready(runner)
         result = runner.run_python("print(1)", files={"in.txt": b"x"})
         assert result.stdout == b"1\n", result
-    assert runner._pool is not None and runner._pool.taken == 3
+    runner.eval_in_sandbox("pass")  # the pool warms its kind from now on
+    for _ in range(3):
+        wait_ready(runner)
+        assert runner.eval_in_sandbox("print(2)").stdout == "2"
+    assert runner._pool is not None and runner._pool.taken == 6
     runner.close()
+    assert children_of(os.getpid()) == []
     assert _code_files() == files_before == []
     assert _open_fds() <= fds_before | {"/dev/null"}
+
+
+def test_a_warm_eval_has_all_its_output_when_it_returns_at_the_report() -> None:
+    """The init reports once the program has exited and every other process of the
+    sandbox is gone: all the output, more than a pipe holds, is in by then."""
+    code = "import sys\nsys.stdout.write('x' * 1000000)\nsys.stderr.write('e' * 200000)"
+    with Runner(warm=1) as runner:
+        runner.eval_in_sandbox("pass", io_max_kb=4096)  # the pool warms its kind
+        wait_ready(runner)
+        result = runner.eval_in_sandbox(code, io_max_kb=4096)
+        assert runner._pool is not None and runner._pool.taken == 1
+    assert result.returncode == 0
+    assert result.stdout == "x" * 1000000
+    assert result.stderr == "e" * 200000
