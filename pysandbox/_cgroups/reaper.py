@@ -97,6 +97,11 @@ class Reaper(Generic[T]):
         if not started:
             self._run_pending()
 
+    def pending(self) -> int:
+        """How many jobs are handed over and not done yet."""
+        with self._ready:
+            return len(self._removals) + int(self._sweep) + self._busy
+
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until every job handed over so far is done; False when ``timeout``
         seconds passed first."""
