@@ -246,7 +246,7 @@ static int pump_loop(struct pump *p, double started, int *exited)
  *
  * With config->end_at_report, the run also ends once the init has reported
  * (init_reported): what is in the pipes then is taken without waiting for
- * their end, and bwrap, which exits by itself as soon as the init has, is
+ * their end, and bwrap, which ends by itself as soon as the init has, is
  * left to the caller (outcome->reported), with the fds it needs to be
  * killed and reaped (sbx_kill_and_reap, then sbx_child_close_fds).
  *

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Where a Sandbox is in its single life; zeroed memory reads as ended.
  * REPORTED: run to its init's report (end_at_report), bwrap still to be
@@ -29,6 +30,7 @@ enum { SANDBOX_ENDED = 0, SANDBOX_STARTED, SANDBOX_PUMPING, SANDBOX_REPORTED };
  */
 typedef struct {
     PyObject_HEAD struct sbx_child child;
+    pid_t owner; /* the process that started it: a fork's copy is not the sandbox's */
     size_t n_captures;
     size_t capture_caps[SBX_MAX_CAPTURES];
     int state;
@@ -66,6 +68,7 @@ void sbx_sandbox_adopt(PyObject *obj, const struct sbx_child *child, size_t n_ca
 {
     SandboxObject *sandbox = (SandboxObject *)obj;
     sandbox->child = *child;
+    sandbox->owner = getpid();
     sandbox->n_captures = n_captures;
     memcpy(sandbox->capture_caps, capture_caps, sizeof sandbox->capture_caps);
     sandbox->state = SANDBOX_STARTED;
@@ -73,16 +76,19 @@ void sbx_sandbox_adopt(PyObject *obj, const struct sbx_child *child, size_t n_ca
 
 /*
  * end_child: kill the sandbox, reap bwrap and close the parent's fds,
- * without the GIL (the kill waits for bwrap to exit).  Called with the GIL
- * by the thread that moved state away from SANDBOX_STARTED, so no other
- * thread touches the child meanwhile.
+ * without the GIL (the kill waits for bwrap to exit).  In a process forked
+ * from the one that started it, only the fds (its copies) are closed: the
+ * sandbox is the other process's.  Called with the GIL by the thread that
+ * moved state away from SANDBOX_STARTED, so no other thread touches the
+ * child meanwhile.
  */
 static void end_child(SandboxObject *self)
 {
     int wait_status;
     struct rusage usage;
     Py_BEGIN_ALLOW_THREADS
-    sbx_kill_and_reap(&self->child, &wait_status, &usage);
+    if (getpid() == self->owner)
+        sbx_kill_and_reap(&self->child, &wait_status, &usage);
     sbx_child_close_fds(&self->child);
     Py_END_ALLOW_THREADS
 }
@@ -185,7 +191,7 @@ PyDoc_STRVAR(pump_doc, "pump($self, /, *, stdin=b'', stdin_callback=None, on_std
                        "index of the capture the init reports on, it returns as soon as that\n"
                        "capture holds the init's 'exit' line (every other process of the\n"
                        "sandbox is gone then, and the program's output is in the pipes), with\n"
-                       "'reported' true: bwrap, which exits by itself, is then left to kill()\n"
+                       "'reported' true: bwrap, which ends by itself, is then left to kill()\n"
                        "or the object's release to reap.\n"
                        "Returns a dict of facts; raises OSError if the loop failed, RuntimeError\n"
                        "if the sandbox was already run or killed.");
@@ -210,6 +216,11 @@ static PyObject *Sandbox_pump(SandboxObject *self, PyObject *args, PyObject *kwa
     memset(&ctx, 0, sizeof ctx);
     if (sbx_pump_args_parse(&a, args, kwargs) != 0)
         return NULL;
+    if (a.config.end_at_report >= (int)self->n_captures) {
+        PyErr_SetString(PyExc_ValueError, "end_at_report must name one of the sandbox's captures");
+        sbx_pump_args_release(&a);
+        return NULL;
+    }
     if (a.stdin_view.buf != NULL &&
         sbx_buffer_append(&input.pending, a.stdin_view.buf, (size_t)a.stdin_view.len) != 0) {
         PyErr_NoMemory();
@@ -275,7 +286,9 @@ PyDoc_STRVAR(kill_doc, "kill($self, /)\n--\n\n"
                        "End the sandbox unrun (or run to its init's report, bwrap still\n"
                        "to reap): kill every process of it, reap bwrap and close the\n"
                        "pipes; returns once nothing of it is left.  No-op once it was run\n"
-                       "to its end or killed; RuntimeError while pump() runs it.");
+                       "to its end or killed; RuntimeError while pump() runs it.  In a\n"
+                       "process forked from the one that started it, it only closes that\n"
+                       "process's copies of the fds: the sandbox is not its to end.");
 
 /* Sandbox_kill: see kill_doc.  Called with the GIL; kills without it. */
 static PyObject *Sandbox_kill(SandboxObject *self, PyObject *unused)
@@ -312,7 +325,8 @@ static PyObject *Sandbox_get_pid(SandboxObject *self, void *closure)
 /*
  * Sandbox_dealloc: a sandbox never run, or run to its init's report, is
  * killed and reaped, so dropping the last reference leaks no process or
- * fd.  Called with the GIL; kills without it.
+ * fd (in a forked process, only its fds are closed: end_child).  Called
+ * with the GIL; kills without it.
  */
 static void Sandbox_dealloc(SandboxObject *self)
 {

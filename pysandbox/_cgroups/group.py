@@ -38,6 +38,7 @@ from .node import (
     PARENT,
     REMOVE_SECONDS,
     Node,
+    close_all,
     kill_nodes,
     make_node,
     open_cpu_counter,
@@ -139,6 +140,8 @@ class SandboxCgroup:
         self._final: CgroupUsage | None = None
         self._remove_later = remove_later
         self._settle = settle
+        #: The process that made it: a forked child's copy is not the group's.
+        self._owner = os.getpid()
 
     # -- the public surface ------------------------------------------------------------
 
@@ -285,10 +288,19 @@ class SandboxCgroup:
 
     def _teardown(self, *, later: bool = False) -> None:
         """Close, kill, snapshot the counters, remove (``later``: hand the directories to
-        the reaper thread); bounded, and never raises."""
+        the reaper thread); bounded, and never raises.  In a process forked from the one
+        that made it (its copy closed there: a context manager's generator collected),
+        only the descriptors are closed: the group and its sandbox are the other's."""
         if self._state == "exited":
             return
         self._state = "exited"
+        if os.getpid() != self._owner:
+            for fd in {*self._procs_fds, *self._join_fds, self._cpu_fd} - {-1}:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            close_all(self._nodes)
+            self._final = CgroupUsage(None, False, False, None)
+            return
         for fd in {*self._procs_fds, *self._join_fds}:
             with contextlib.suppress(OSError):
                 os.close(fd)

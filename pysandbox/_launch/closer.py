@@ -7,11 +7,11 @@ sandbox is gone (its init was pid 1 of the sandbox's pid namespace), and the cgr
 counters are read.  What is left is clean-up no result depends on: the cgroup's last
 kill, the settling of its shared memory and its removal, the lifeline, the code file,
 the waiter's fds; about 0.5 ms a call.  A run that ended at its init's report
-(``end_at_report``) also leaves bwrap and the init, which exit by themselves, to be
+(``end_at_report``) also leaves bwrap and the init, which end by themselves, to be
 reaped.  The thread (``_cgroups.reaper.Reaper``) does them one sandbox after the other;
 ``drain`` waits for it (``Runner.close`` does), and what is left at exit is done then.
-The backlog stays short: a call that finds the thread more than ``_BACKLOG`` sandboxes
-behind closes its own in its thread, so calls in a row are held back by their clean-up
+The backlog stays short: a call that finds the thread with ``_BACKLOG`` sandboxes to
+close already closes its own in its thread, so calls in a row are held back by their clean-up
 as without the thread (the memory a sandbox left to the kernel is freed by then too).
 A forked child forgets the parent's (its copies of the fds are the only thing of them
 it has).

@@ -404,7 +404,10 @@ class Launched:
         the facts are taken, in the closer's thread (``closer.close_soon``)."""
         if not self._handed_over:
             raise RuntimeError("hand_over the code first")
+        from .closer import close_soon  # only for warm sandboxes
+
         setup = self._setup
+        handed = False
         try:
             waiter = setup.waiter
             assert waiter is not None
@@ -427,14 +430,13 @@ class Launched:
             said = waiter.said()
             if said.startswith(b"RX"):
                 raise SandboxError(f"the sandbox could not start the program: {_shown(said[2:])}")
-            # Every process of the sandbox is gone: its counters are final.
+            # Every process of the code is gone: its counters are final.
             facts = _facts(raw, setup, self._baseline)
-        except BaseException:
-            self.close()
-            raise
-        from .closer import close_soon  # only for warm sandboxes
-
-        close_soon(setup.resources)
+            handed = True
+            close_soon(setup.resources)
+        finally:
+            if not handed:
+                self.close()
         return facts
 
     def close(self) -> None:

@@ -175,11 +175,28 @@ def test_end_at_report_waits_for_a_whole_exit_line() -> None:
 
 @pytest.mark.no_bwrap
 def test_end_at_report_must_name_a_capture() -> None:
-    for wrong in (-2, 99):
+    for wrong in (-2, 0, 99):
         sandbox = started("true")
         with pytest.raises(ValueError, match="end_at_report"):
             sandbox.pump(timeout=1.0, end_at_report=wrong)
         sandbox.kill()
+
+
+def test_a_forked_child_leaves_the_parents_sandbox_alone() -> None:
+    """A process forked from the one that started a sandbox (``multiprocessing``, a
+    server's worker) gets copies of the ``Sandbox`` objects; when it kills or drops
+    them, it only closes its copies of the fds."""
+    sandbox = started("sleep 60")
+    child = os.fork()
+    if child == 0:
+        try:
+            sandbox.kill()
+        finally:
+            os._exit(0)
+    os.waitpid(child, 0)
+    assert not sandbox.exited()
+    assert sandbox.pid in children_of(os.getpid())
+    sandbox.kill()
 
 
 @pytest.mark.no_bwrap
