@@ -158,6 +158,7 @@ def eval_plan(
         timeout=timeout,
         cpu_limit=cpu_sec,
         text=True,
+        counters=False,
         moved=moved,
         cancel=cancel,
     )

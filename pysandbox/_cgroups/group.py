@@ -49,7 +49,7 @@ from .node import (
     sweep_leftovers,
 )
 from .sweep import reaper
-from .usage import CgroupUsage, read_usage, settle
+from .usage import CgroupUsage, read_cpu, read_usage, settle
 
 __all__ = [
     "SandboxCgroup",
@@ -219,6 +219,13 @@ class SandboxCgroup:
         if self._final is not None:
             return self._final
         return read_usage(self._nodes)
+
+    def cpu_time(self) -> float | None:
+        """CPU seconds the group's counter holds now (None without one), as ``usage``
+        reads it, without its other counters."""
+        if self._final is not None:
+            return self._final.cpu_time
+        return read_cpu(self._nodes)
 
     def kill(self, timeout: float = KILL_SECONDS) -> bool:
         """SIGKILL every process in the group until none is left, for at most ``timeout``

@@ -16,6 +16,7 @@ from .node import Node, counts_cpu
 
 __all__ = [
     "CgroupUsage",
+    "read_cpu",
     "read_usage",
     "settle",
     "shmem",
@@ -61,6 +62,14 @@ def _read_cpu(node: Node) -> float | None:
     else:
         count = read_keyed(node.fd, files.cpu_usage).get(files.cpu_key)
     return None if count is None else count / files.cpu_per_second
+
+
+def read_cpu(nodes: Iterable[Node]) -> float | None:
+    """Seconds in the CPU counter of the first of ``nodes`` that counts CPU, or None."""
+    for node in nodes:
+        if counts_cpu(node):
+            return _read_cpu(node)
+    return None
 
 
 def read_usage(nodes: Iterable[Node]) -> CgroupUsage:

@@ -3,8 +3,8 @@
 
 This module is the only caller of ``_sandbox.run``.  It owns what every sandbox gets,
 whichever API asked for it, so that a safety default is added here once (with the
-records in ``plan.py``, the always-on limits in ``rlimits.py`` and the errors in
-``failures.py``):
+records in ``plan.py``, the command line and the passed fds in ``command.py``, the
+always-on limits in ``rlimits.py`` and the errors in ``failures.py``):
 
 * the fds inside bwrap, numbered by ``plan.FdLayout``: the syscall filter, the lifeline
   (the sandbox ends when this process does, see ``lifeline.py``), the API's payloads,
@@ -32,18 +32,16 @@ import time
 from collections.abc import Callable
 
 from .. import _sandbox
-from .._host import mountinfo, programs
 from .._model.cancel import Cancelled
 from .._model.errors import SandboxError
 from .._model.escape import escape_report
 from .._model.record import record
 from . import bwrap
+from .command import command_line, open_pass_fds
 from .confine import Confinement, confine
 from .failures import bwrap_exited, init_failure, parse_init_report, setup_failure, spawn_failure
-from .lifeline import init_options as lifeline_options
 from .lifeline import lifeline
-from .plan import INIT_REPORT_CAP, LIFELINE_FD, REPORT_CAP, Facts, Plan
-from .readable import landlock_abi, open_readable
+from .plan import INIT_REPORT_CAP, REPORT_CAP, Facts, Plan
 from .rlimits import within_own_limits
 
 #: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
@@ -58,105 +56,7 @@ if TYPE_CHECKING:
     _Reply = TypeVar("_Reply")
     _Core = TypeVar("_Core")
 
-__all__ = ["Launched", "command_line", "launch", "start"]
-
-
-def _write_memfd(data: bytes) -> int:
-    """A memfd holding ``data``, positioned at its start.
-
-    Payloads never touch the host's filesystem, so the sandbox cannot be pointed at a
-    host path the caller would later trust.
-    """
-    try:
-        fd = os.memfd_create("pysandbox-data", os.MFD_CLOEXEC)
-    except OSError as exc:
-        raise SandboxError(f"cannot create a memfd for the sandbox: {exc.strerror}") from exc
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.lseek(fd, 0, os.SEEK_SET)
-    except OSError as exc:
-        os.close(fd)
-        raise SandboxError(f"cannot write to the sandbox memfd: {exc.strerror}") from exc
-    return fd
-
-
-def _pass_fds(
-    plan: Plan,
-    lifeline_read: int,
-    code_file: CodeFile | None,
-    waiter: WaiterEnds | None = None,
-) -> list[int]:
-    """The fds for the C core's ``pass_fds`` (``_close_pass_fds`` closes them): the
-    syscall filter in a memfd, the read end of the lifeline, each payload in a memfd,
-    a copy of each channel, the waiter's fds, the code file's ``O_PATH`` fd, then each
-    readable path's, opened and checked once (``open_readable``)."""
-    fds: list[int] = []
-    try:
-        fds.append(_write_memfd(bwrap.seccomp_program()))
-        fds.append(lifeline_read)
-        for data in plan.payloads:
-            fds.append(_write_memfd(data))
-        for channel in plan.channels:
-            fds.append(os.dup(channel))
-        if waiter is not None:
-            fds += waiter.sandbox_fds()
-        if code_file is not None:
-            fds.append(code_file.path_fd())
-        if plan.readable:
-            kernel_mounts = mountinfo.kernel_mount_points()
-            for path in plan.readable:
-                fds.append(open_readable(path, kernel_mounts))
-    except BaseException:
-        for fd in fds:
-            if fd != lifeline_read:
-                os.close(fd)
-        raise
-    return fds
-
-
-def _code_options(plan: Plan) -> list[str]:
-    """bwrap's options that show the code file at ``plan.code_path``, read-only."""
-    if plan.code_path is None:
-        return []
-    return ["--ro-bind-fd", str(plan.layout.code), plan.code_path]
-
-
-def _landlock_options(plan: Plan) -> list[str]:
-    """The init's options that confine the program's writes to the sandbox's own places
-    (the API's, the device nodes, ``/proc``) with Landlock, when the kernel has it: then
-    no host file the sandbox shows, a FIFO below a readable path included, can be opened
-    for writing.  Without Landlock, ``check_readable`` refuses readable directories."""
-    if landlock_abi() < 1:
-        return []
-    options = []
-    for path in (*plan.writable, *bwrap.DEVICES, "/proc"):
-        options += ["--landlock-write", path]
-    return options
-
-
-def command_line(plan: Plan) -> list[str]:
-    """bwrap's whole command line for ``plan``: the common part around the API's."""
-    layout = plan.layout
-    return [
-        programs.find_bwrap(),
-        *bwrap.base_options(plan.python, os.geteuid(), plan.moved),
-        "--json-status-fd",
-        str(layout.status),
-        *plan.options,
-        *_code_options(plan),
-        "--remount-ro",
-        "/",
-        *bwrap.init_prefix(bwrap.sandbox_identity()),
-        *lifeline_options(LIFELINE_FD),
-        "--report-fd",
-        str(layout.report),
-        *plan.init_options,
-        *_landlock_options(plan),
-        "--",
-        *plan.program,
-    ]
+__all__ = ["Launched", "launch", "start"]
 
 
 class _HookRaised(Exception):
@@ -266,7 +166,7 @@ def _set_up(plan: Plan) -> _Setup:
         confinement = resources.enter_context(
             confine(processes=plan.processes, memory_total=plan.memory_total, rlimits=plan.rlimits)
         )
-        pass_fds = _pass_fds(plan, lifeline_read, code_file, waiter)
+        pass_fds = open_pass_fds(plan, lifeline_read, code_file, waiter)
     except BaseException:
         resources.close()
         raise
@@ -281,9 +181,12 @@ def _close_pass_fds(setup: _Setup) -> None:
     setup.pass_fds = []
 
 
-def _facts(raw: _sandbox.RawResult, setup: _Setup, cpu_baseline: float) -> Facts:
-    """The facts of a run that ended, or the ``SandboxError``/``Cancelled`` it means."""
-    usage = setup.confinement.usage()
+def _facts(
+    raw: _sandbox.RawResult, setup: _Setup, cpu_baseline: float, counters: bool = True
+) -> Facts:
+    """The facts of a run that ended, or the ``SandboxError``/``Cancelled`` it means;
+    without ``counters``, the cgroup's are left unread (``Facts.usage`` None)."""
+    usage = setup.confinement.usage() if counters else None
     if raw["cancelled"]:
         raise Cancelled("the run was cancelled; the sandbox was killed")
     failure = init_failure(raw["captures"][1])
@@ -384,7 +287,7 @@ class Launched:
             raise SandboxError(
                 "the template's set-up failed in the sandbox:\n" + _shown(said[1:]).rstrip()
             )
-        baseline = self._sandbox.cpu_time(cgroup_cpu_fd=self._setup.confinement.cpu_counter)
+        baseline = self._cpu_time()
         if baseline < 0 or self._sandbox.exited() or not said.startswith(b"R"):
             if said or self._sandbox.exited():
                 raise SandboxError("the warm sandbox ended before its code came")
@@ -393,6 +296,16 @@ class Launched:
         waiter.hand(handover.encode())
         self._baseline = baseline
         self._handed_over = True
+
+    def _cpu_time(self) -> float:
+        """CPU seconds it has used, -1.0 once it ended: its cgroup's counter where it has
+        one (every process of a waiting sandbox sleeps, so the counter is exact, and
+        cheaper to read than the process tree the C core walks), else the tree's."""
+        cgroup = self._setup.confinement.cgroup
+        counted = cgroup.cpu_time() if cgroup is not None else None
+        if counted is None or self._sandbox.exited():
+            return self._sandbox.cpu_time(cgroup_cpu_fd=self._setup.confinement.cpu_counter)
+        return counted
 
     def finish(self, plan: Plan) -> Facts:
         """Run the sandbox, handed its code, to its end under ``plan``'s stdin, callbacks,
@@ -431,7 +344,7 @@ class Launched:
             if said.startswith(b"RX"):
                 raise SandboxError(f"the sandbox could not start the program: {_shown(said[2:])}")
             # Every process of the code is gone: its counters are final.
-            facts = _facts(raw, setup, self._baseline)
+            facts = _facts(raw, setup, self._baseline, plan.counters)
             handed = True
             close_soon(setup.resources)
         finally:

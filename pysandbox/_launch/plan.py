@@ -140,6 +140,9 @@ class Plan:
     cancel: CancelEvent | None = None
     #: stdout and stderr as stripped str (None where not UTF-8): eval_in_sandbox's way.
     text: bool = False
+    #: The API reads the cgroup's counters from the facts (``eval_in_sandbox`` does not:
+    #: then a warm run whose facts come before its teardown leaves them unread).
+    counters: bool = True
     #: A directory the sandbox keeps for the API: the interpreter's files within it are
     #: shown below ``interpreter.MOVED_ROOT`` (see ``interpreter.shown_at``).
     moved: str | None = None

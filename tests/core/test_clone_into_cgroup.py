@@ -37,7 +37,7 @@ from support.timing import slow
 from pysandbox import _sandbox
 from pysandbox._api import run as _run
 from pysandbox._host.mountinfo import unescape
-from pysandbox._launch import launcher as _launch
+from pysandbox._launch import command as _command
 from pysandbox._launch.failures import parse_init_report, spawn_failure
 from pysandbox._launch.lifeline import lifeline
 from pysandbox._launch.plan import INIT_REPORT_CAP, REPORT_CAP
@@ -218,10 +218,10 @@ def test_every_process_of_a_real_sandbox_is_in_the_group(group: Group, group_fd:
 
     rlimits = [limit for limit in plan.rlimits if limit[0] != resource.RLIMIT_NPROC]
     with lifeline() as (lifeline_read, _):
-        pass_fds = _launch._pass_fds(plan, lifeline_read, None)
+        pass_fds = _command.open_pass_fds(plan, lifeline_read, None)
         try:
             raw = _sandbox.run(
-                _launch.command_line(plan),
+                _command.command_line(plan),
                 [],
                 rlimits=within_own_limits(rlimits),
                 pass_fds=pass_fds,

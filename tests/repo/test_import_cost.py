@@ -97,6 +97,7 @@ ALLOWED_FOR_RUN = frozenset(
         "pysandbox._launch.confine",
         "pysandbox._launch.failures",
         "pysandbox._launch.launcher",
+        "pysandbox._launch.command",
         "pysandbox._launch.lifeline",
         "pysandbox._launch.plan",
         "pysandbox._launch.readable",

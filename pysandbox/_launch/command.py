@@ -1,0 +1,120 @@
+# SPDX-License-Identifier: MIT
+"""bwrap's whole command line for a ``Plan``, and the fds passed to it: what every
+sandbox gets around its API's part (``launcher`` runs it)."""
+
+from __future__ import annotations
+
+import os
+
+from .._host import mountinfo, programs
+from .._model.errors import SandboxError
+from . import bwrap
+from .lifeline import init_options as lifeline_options
+from .plan import LIFELINE_FD, Plan
+from .readable import landlock_abi, open_readable
+
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .codefile import CodeFile
+    from .waiter import WaiterEnds
+
+__all__ = ["command_line", "open_pass_fds"]
+
+
+def _write_memfd(data: bytes) -> int:
+    """A memfd holding ``data``, positioned at its start.
+
+    Payloads never touch the host's filesystem, so the sandbox cannot be pointed at a
+    host path the caller would later trust.
+    """
+    try:
+        fd = os.memfd_create("pysandbox-data", os.MFD_CLOEXEC)
+    except OSError as exc:
+        raise SandboxError(f"cannot create a memfd for the sandbox: {exc.strerror}") from exc
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError as exc:
+        os.close(fd)
+        raise SandboxError(f"cannot write to the sandbox memfd: {exc.strerror}") from exc
+    return fd
+
+
+def open_pass_fds(
+    plan: Plan,
+    lifeline_read: int,
+    code_file: CodeFile | None,
+    waiter: WaiterEnds | None = None,
+) -> list[int]:
+    """The fds for the C core's ``pass_fds`` (the launch closes them once bwrap has its own): the
+    syscall filter in a memfd, the read end of the lifeline, each payload in a memfd,
+    a copy of each channel, the waiter's fds, the code file's ``O_PATH`` fd, then each
+    readable path's, opened and checked once (``open_readable``)."""
+    fds: list[int] = []
+    try:
+        fds.append(_write_memfd(bwrap.seccomp_program()))
+        fds.append(lifeline_read)
+        for data in plan.payloads:
+            fds.append(_write_memfd(data))
+        for channel in plan.channels:
+            fds.append(os.dup(channel))
+        if waiter is not None:
+            fds += waiter.sandbox_fds()
+        if code_file is not None:
+            fds.append(code_file.path_fd())
+        if plan.readable:
+            kernel_mounts = mountinfo.kernel_mount_points()
+            for path in plan.readable:
+                fds.append(open_readable(path, kernel_mounts))
+    except BaseException:
+        for fd in fds:
+            if fd != lifeline_read:
+                os.close(fd)
+        raise
+    return fds
+
+
+def _code_options(plan: Plan) -> list[str]:
+    """bwrap's options that show the code file at ``plan.code_path``, read-only."""
+    if plan.code_path is None:
+        return []
+    return ["--ro-bind-fd", str(plan.layout.code), plan.code_path]
+
+
+def _landlock_options(plan: Plan) -> list[str]:
+    """The init's options that confine the program's writes to the sandbox's own places
+    (the API's, the device nodes, ``/proc``) with Landlock, when the kernel has it: then
+    no host file the sandbox shows, a FIFO below a readable path included, can be opened
+    for writing.  Without Landlock, ``check_readable`` refuses readable directories."""
+    if landlock_abi() < 1:
+        return []
+    options = []
+    for path in (*plan.writable, *bwrap.DEVICES, "/proc"):
+        options += ["--landlock-write", path]
+    return options
+
+
+def command_line(plan: Plan) -> list[str]:
+    """bwrap's whole command line for ``plan``: the common part around the API's."""
+    layout = plan.layout
+    return [
+        programs.find_bwrap(),
+        *bwrap.base_options(plan.python, os.geteuid(), plan.moved),
+        "--json-status-fd",
+        str(layout.status),
+        *plan.options,
+        *_code_options(plan),
+        "--remount-ro",
+        "/",
+        *bwrap.init_prefix(bwrap.sandbox_identity()),
+        *lifeline_options(LIFELINE_FD),
+        "--report-fd",
+        str(layout.report),
+        *plan.init_options,
+        *_landlock_options(plan),
+        "--",
+        *plan.program,
+    ]
