@@ -473,14 +473,14 @@ def test_the_program_never_runs_unconfined_when_landlock_fails(
     writable place that does not exist in the sandbox), the program does not run and the
     call raises ``SandboxError`` naming the cause."""
     from pysandbox import SandboxError, run
-    from pysandbox._launch import launcher as _launch
+    from pysandbox._launch import command as _command
     from pysandbox._launch.plan import Plan
 
-    real = _launch._landlock_options
+    real = _command._landlock_options
 
     def broken(plan: Plan) -> list[str]:
         return [*real(plan), "--landlock-write", "/no/such/place"]
 
-    monkeypatch.setattr(_launch, "_landlock_options", broken)
+    monkeypatch.setattr(_command, "_landlock_options", broken)
     with pytest.raises(SandboxError, match=r"Landlock.*did not run"):
         run(["/bin/echo", "ran unconfined"])
