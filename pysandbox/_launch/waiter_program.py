@@ -350,9 +350,8 @@ _WEAKREF = _unseen("_weakref")
 _EXITS = _unseen("atexit") if sys.version_info >= (3, 10) or "atexit" in sys.modules else None
 
 #: What ``_end`` needs, set by ``_run``: the exit status once the code has ended as the
-#: interpreter can end it quickly (None until then), the modules loaded before it, and
-#: how many objects were frozen then.
-_ENDING = [None, frozenset(), 0]  # type: list[object]
+#: interpreter can end it quickly (None until then), and the modules loaded before it.
+_ENDING = [None, frozenset()]  # type: list[object]
 
 #: The built-in modules ``_end`` needs besides, imported unseen; the type of modules;
 #: the builtins' namespace.
@@ -469,7 +468,6 @@ def _end(  # type: ignore[no-untyped-def]
     getattr=getattr,
     isenabled=_GC.isenabled,
     collect=_GC.collect,
-    frozen=_GC.get_freeze_count,
     unfreeze=_GC.unfreeze,
     callbacks=_GC.callbacks,
     threads=_THREAD._count,
@@ -493,11 +491,12 @@ def _end(  # type: ignore[no-untyped-def]
     files left open are flushed (``_flush_files``).  The interpreter's own teardown
     does the rest, exactly as for a fresh program, with every object unfrozen, when
     there is no status (the code raised), when a thread still runs (a daemon thread
-    may hold a file's lock; the interpreter stops them first), when the code froze
-    objects itself (their files would not be seen), and when a step fails (a stream
-    that cannot be flushed: the interpreter reports it and exits with 120)."""
-    status, before, count = ending
-    if status is None or threads() or frozen() > count:
+    may hold a file's lock; the interpreter stops them first), and when a step fails (a
+    stream that cannot be flushed: the interpreter reports it and exits with 120).
+    (Whether the code froze objects itself is not asked: ``gc.get_freeze_count()``
+    walks every frozen object, 4 ms with pandas loaded.)"""
+    status, before = ending
+    if status is None or threads():
         unfreeze()
         return
     kept = {}
@@ -534,7 +533,6 @@ def _run(  # type: ignore[no-untyped-def]
     int=int,
     frozenset=frozenset,
     ending=_ENDING,
-    freeze_count=_GC.get_freeze_count,
     flush=_flush,
     hook=_trimming_hook,
     gone=_file_gone,
@@ -574,7 +572,6 @@ def _run(  # type: ignore[no-untyped-def]
     waiter.clear()
     waiter["__builtins__"] = builtins
     ending[1] = frozenset(sys.modules)
-    ending[2] = freeze_count()
     try:
         exec(code, namespace)
     except SystemExit as stop:
