@@ -292,17 +292,18 @@ void sbx_start_args_release(struct sbx_start_args *a)
 /*
  * sbx_pump_args_parse: pump()'s keywords into *a, checked: caps >= 0, a
  * finite timeout > 0, a finite cpu_limit >= 0, a finite since, disk_inodes
- * >= 0 with an absolute disk_dir, end_at_report -1 or a capture's index,
+ * >= 0 with an absolute disk_dir, end_at_report -1 or a capture's index
+ * (end_after_stream too, and only with it),
  * callbacks callable or None (ValueError,
  * TypeError).  Returns 0, or -1 with an exception set and nothing held.
  */
 int sbx_pump_args_parse(struct sbx_pump_args *a, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {
-        "stdin",      "stdin_callback", "on_stdout", "on_stderr",  "stdout_cap",
-        "stderr_cap", "kill_on_cap",    "timeout",   "cpu_limit",  "cancel",
-        "text",       "cgroup_cpu_fd",  "since",     "release_fd", "disk_inodes",
-        "disk_dir",   "end_at_report",  NULL};
+    static char *keywords[] = {"stdin",         "stdin_callback",   "on_stdout",   "on_stderr",
+                               "stdout_cap",    "stderr_cap",       "kill_on_cap", "timeout",
+                               "cpu_limit",     "cancel",           "text",        "cgroup_cpu_fd",
+                               "since",         "release_fd",       "disk_inodes", "disk_dir",
+                               "end_at_report", "end_after_stream", NULL};
     PyObject *stdin_callback = Py_None, *on_stdout = Py_None, *on_stderr = Py_None;
     PyObject *cancel = Py_None;
     Py_ssize_t stdout_cap = PY_SSIZE_T_MAX, stderr_cap = PY_SSIZE_T_MAX;
@@ -312,23 +313,27 @@ int sbx_pump_args_parse(struct sbx_pump_args *a, PyObject *args, PyObject *kwarg
     c->timeout_sec = -1.0;
     c->cgroup_cpu_fd = -1;
     c->end_at_report = -1;
+    c->end_after_stream = -1;
     a->release_fd = -1;
     a->since = -1.0;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kwargs, "|$y*OOOnnpddOpidiLzi:pump", keywords, &a->stdin_view, &stdin_callback,
+            args, kwargs, "|$y*OOOnnpddOpidiLzii:pump", keywords, &a->stdin_view, &stdin_callback,
             &on_stdout, &on_stderr, &stdout_cap, &stderr_cap, &c->kill_on_cap, &c->timeout_sec,
             &c->cpu_limit, &cancel, &a->text, &c->cgroup_cpu_fd, &a->since, &a->release_fd,
-            &c->disk_inodes, &c->disk_dir, &c->end_at_report))
+            &c->disk_inodes, &c->disk_dir, &c->end_at_report, &c->end_after_stream))
         return -1;
     if (stdout_cap < 0 || stderr_cap < 0 || !(c->timeout_sec > 0) || !isfinite(c->timeout_sec) ||
         !(c->cpu_limit >= 0) || !isfinite(c->cpu_limit) || !isfinite(a->since) ||
         c->disk_inodes < 0 ||
         (c->disk_inodes > 0 && (c->disk_dir == NULL || c->disk_dir[0] != '/')) ||
-        c->end_at_report < -1 || c->end_at_report >= SBX_MAX_CAPTURES) {
+        c->end_at_report < -1 || c->end_at_report >= SBX_MAX_CAPTURES || c->end_after_stream < -1 ||
+        c->end_after_stream >= SBX_MAX_CAPTURES ||
+        (c->end_after_stream >= 0 && c->end_at_report < 0)) {
         PyErr_SetString(PyExc_ValueError, "caps must be >= 0, timeout finite and > 0, "
                                           "cpu_limit finite and >= 0, since finite, "
                                           "disk_inodes >= 0 and with an absolute disk_dir, "
-                                          "end_at_report a capture or -1");
+                                          "end_at_report a capture or -1, "
+                                          "end_after_stream -1 or a capture with it");
         sbx_pump_args_release(a);
         return -1;
     }

@@ -98,7 +98,8 @@ cleanup:
 
 /* The keywords of pump() that run() does not take: it starts the clock at the spawn,
  * and reaps what it started before it returns. */
-static const char *const pump_only_keywords[] = {"since", "release_fd", "end_at_report", NULL};
+static const char *const pump_only_keywords[] = {"since", "release_fd", "end_at_report",
+                                                 "end_after_stream", NULL};
 
 /* The keywords of run() that go to start(); the rest go to pump(). */
 static const char *const start_keywords[] = {"rlimits",      "pass_fds",      "captures",

@@ -102,21 +102,65 @@ static int disk_limit_passed(struct pump *p)
 /* Not an SBX_PUMP_* value: the loop goes on. */
 #define KEEP_GOING 2
 
+/* little_endian: the n-byte little-endian number at data. */
+static unsigned long long little_endian(const unsigned char *data, int n)
+{
+    unsigned long long value = 0;
+    while (n-- > 0)
+        value = value << 8 | data[n];
+    return value;
+}
+
+/*
+ * stream_ended: whether the init's file record stream in capture s has
+ * ended ('F' u8 mode u32le name_length name u64le data_length data ...
+ * 'E' u8 flags, see init_files.c), walking on from p->stream_at, the first
+ * record not yet whole when last looked.  A stream cut at its cap, or not
+ * sound, never ends here: the run then waits for bwrap's exit as ever.
+ */
+static int stream_ended(struct pump *p, const struct stream *s)
+{
+    const unsigned char *data = (const unsigned char *)s->buf->data;
+    size_t len = s->buf->len, at = p->stream_at;
+    if (*s->truncated)
+        return 0;
+    while (at < len) {
+        unsigned long long name_length, data_length;
+        if (data[at] == 'E')
+            return len - at == 2;
+        if (data[at] != 'F' || len - at < 6)
+            return 0;
+        name_length = little_endian(data + at + 2, 4);
+        if (len - at - 6 < name_length + 8)
+            return 0;
+        data_length = little_endian(data + at + 6 + name_length, 8);
+        if (len - at - 14 - name_length < data_length)
+            return 0;
+        at += 14 + name_length + data_length;
+        p->stream_at = at;
+    }
+    return 0;
+}
+
 /*
  * init_reported: with config->end_at_report, whether that capture holds
- * the init's whole report, an "exit ..." line.  The init writes it once the
- * program has exited and every other process of the sandbox is killed and
- * reaped, so every byte the program wrote is in the pipes by then.
+ * the init's whole report, an "exit ..." line, and, with
+ * config->end_after_stream, the file records the init streams after it
+ * have ended.  The init reports once the program has exited and every
+ * other process of the sandbox is killed and reaped, so every byte the
+ * program wrote is in the pipes by then.
  */
-static int init_reported(const struct pump *p)
+static int init_reported(struct pump *p)
 {
     const struct sbx_buffer *report;
-    int capture = p->config->end_at_report;
-    if (capture < 0 || 2 + capture >= p->n_streams)
+    int capture = p->config->end_at_report, stream = p->config->end_after_stream;
+    if (capture < 0 || 2 + capture >= p->n_streams || 2 + stream >= p->n_streams)
         return 0;
     report = p->streams[2 + capture].buf;
-    return report->len > 5 && memcmp(report->data, "exit ", 5) == 0 &&
-           report->data[report->len - 1] == '\n';
+    if (report->len <= 5 || memcmp(report->data, "exit ", 5) != 0 ||
+        report->data[report->len - 1] != '\n')
+        return 0;
+    return stream < 0 || stream_ended(p, &p->streams[2 + stream]);
 }
 
 /*

@@ -31,6 +31,7 @@ struct pump {
     char *scratch; /* SBX_CHUNK_SIZE bytes, on the heap: threads may have small stacks */
     struct sbx_watchdog watchdog; /* keeps the limits while a hook runs */
     double killed_at;             /* when the sandbox was killed on a limit or an abort; -1: not */
+    size_t stream_at; /* end_after_stream: where its first record not yet whole starts */
 };
 
 /* What sbx_drain_stream found; STREAM_KILLED: the watchdog killed the sandbox during a hook. */

@@ -200,6 +200,8 @@ struct sbx_pump_config {
     const char *disk_dir;  /* absolute, inside the sandbox (disk.c) */
     int end_at_report;     /* capture of the init's report: the run ends once it holds
                               the init's "exit" line, bwrap left to the caller; -1: no */
+    int end_after_stream;  /* with it, the capture of the init's file record stream,
+                              which must have ended too; -1: none */
     struct sbx_hooks hooks;
 };
 

@@ -160,7 +160,7 @@ PyDoc_STRVAR(pump_doc, "pump($self, /, *, stdin=b'', stdin_callback=None, on_std
                        "     on_stderr=None, stdout_cap=sys.maxsize, stderr_cap=sys.maxsize,\n"
                        "     kill_on_cap=False, timeout, cpu_limit=0.0, cancel=None, text=False,\n"
                        "     cgroup_cpu_fd=-1, since=-1.0, release_fd=-1, disk_inodes=0,\n"
-                       "     disk_dir=None, end_at_report=-1)\n"
+                       "     disk_dir=None, end_at_report=-1, end_after_stream=-1)\n"
                        "--\n\n"
                        "Run the sandbox to its end, once.  Feed stdin, capture stdout/stderr up\n"
                        "to their caps, kill `timeout` seconds after `since` (a time.monotonic()\n"
@@ -192,7 +192,9 @@ PyDoc_STRVAR(pump_doc, "pump($self, /, *, stdin=b'', stdin_callback=None, on_std
                        "capture holds the init's 'exit' line (every other process of the\n"
                        "sandbox is gone then, and the program's output is in the pipes), with\n"
                        "'reported' true: bwrap, which ends by itself, is then left to kill()\n"
-                       "or the object's release to reap.\n"
+                       "or the object's release to reap.  With end_after_stream too, the\n"
+                       "file records the init streams on that capture after its report must\n"
+                       "have ended as well.\n"
                        "Returns a dict of facts; raises OSError if the loop failed, RuntimeError\n"
                        "if the sandbox was already run or killed.");
 
@@ -216,8 +218,10 @@ static PyObject *Sandbox_pump(SandboxObject *self, PyObject *args, PyObject *kwa
     memset(&ctx, 0, sizeof ctx);
     if (sbx_pump_args_parse(&a, args, kwargs) != 0)
         return NULL;
-    if (a.config.end_at_report >= (int)self->n_captures) {
-        PyErr_SetString(PyExc_ValueError, "end_at_report must name one of the sandbox's captures");
+    if (a.config.end_at_report >= (int)self->n_captures ||
+        a.config.end_after_stream >= (int)self->n_captures) {
+        PyErr_SetString(PyExc_ValueError,
+                        "end_at_report and end_after_stream must name the sandbox's captures");
         sbx_pump_args_release(&a);
         return NULL;
     }

@@ -217,15 +217,21 @@ def _run_core(call: Callable[[], _Core]) -> _Core:
     raise error
 
 
-#: The captures of every run are bwrap's status, the init's report, then the plan's.
+#: The captures of every run are bwrap's status, the init's report, then the plan's: the
+#: only API with captures of its own, ``run``, has one, the file records the init
+#: streams after its report.
 INIT_REPORT_CAPTURE = 1
+FILES_CAPTURE = 2
 
 
-def _end_at_report(plan: Plan) -> int:
-    """Where a warm run may end as soon as the init has reported (the index of the init's
-    capture), or -1: the init reports before it streams the files out, so a run that
-    collects them waits for bwrap's exit."""
-    return -1 if plan.capture_caps else INIT_REPORT_CAPTURE
+def _ends_at_report(plan: Plan) -> tuple[int, int]:
+    """The pump's ``end_at_report`` and ``end_after_stream``: a warm run ends as soon as
+    the init has reported, and has streamed the files out if the plan collects them."""
+    if not plan.capture_caps:
+        return INIT_REPORT_CAPTURE, -1
+    if len(plan.capture_caps) == 1:
+        return INIT_REPORT_CAPTURE, FILES_CAPTURE
+    return -1, -1
 
 
 def _shown(said: bytes) -> str:
@@ -320,6 +326,7 @@ class Launched:
         from .closer import close_soon  # only for warm sandboxes
 
         setup = self._setup
+        end_at_report, end_after_stream = _ends_at_report(plan)
         handed = False
         try:
             waiter = setup.waiter
@@ -329,7 +336,8 @@ class Launched:
                     lambda: self._sandbox.pump(
                         **setup.pump_options(plan, self._baseline),  # type: ignore[arg-type]
                         release_fd=waiter.go,
-                        end_at_report=_end_at_report(plan),
+                        end_at_report=end_at_report,
+                        end_after_stream=end_after_stream,
                     )
                 )
             except SandboxError as exc:

@@ -173,12 +173,45 @@ def test_end_at_report_waits_for_a_whole_exit_line() -> None:
         assert raw["status_known"] and os.waitstatus_to_exitcode(raw["wait_status"]) == 5
 
 
+#: The init's file records for one file ``a`` holding ``x``, then the end record.
+ONE_FILE = "F\\000\\001\\000\\000\\000a\\001\\000\\000\\000\\000\\000\\000\\000x"
+
+
+def test_end_after_stream_waits_for_the_file_records_end() -> None:
+    """With ``end_after_stream``, the report is not enough: the file records the init
+    streams after it must have ended too ('E' and its flags)."""
+    reports = "printf 'exit 0 1 2 3\\n' >&4"
+    whole = f"{reports}; printf '{ONE_FILE}' >&5; sleep 0.2; printf 'E\\000' >&5; exec sleep 60"
+    sandbox = _sandbox.start([SH, "-c", whole], [], captures=[100, 100, 100])
+    raw = sandbox.pump(timeout=PROMPTLY, end_at_report=1, end_after_stream=2)
+    assert raw["reported"] and not raw["timed_out"]
+    assert raw["captures"][2] == b"F\0\1\0\0\0a\1\0\0\0\0\0\0\0xE\0"
+    sandbox.kill()
+    for cut in (f"printf '{ONE_FILE}' >&5", "printf 'F\\000\\001\\000' >&5"):
+        sandbox = _sandbox.start([SH, "-c", f"{reports}; {cut}; exit 5"], [], captures=[100] * 3)
+        raw = sandbox.pump(timeout=PROMPTLY, end_at_report=1, end_after_stream=2)
+        assert not raw["reported"]
+        assert os.waitstatus_to_exitcode(raw["wait_status"]) == 5
+
+
+def test_a_stream_past_its_cap_never_ends_the_run_early() -> None:
+    script = f"printf 'exit 0 1 2 3\\n' >&4; printf '{ONE_FILE}E\\000' >&5; exit 5"
+    sandbox = _sandbox.start([SH, "-c", script], [], captures=[100, 100, 8])
+    raw = sandbox.pump(timeout=PROMPTLY, end_at_report=1, end_after_stream=2)
+    assert not raw["reported"] and raw["captures_truncated"][2]
+
+
 @pytest.mark.no_bwrap
 def test_end_at_report_must_name_a_capture() -> None:
     for wrong in (-2, 0, 99):
         sandbox = started("true")
         with pytest.raises(ValueError, match="end_at_report"):
             sandbox.pump(timeout=1.0, end_at_report=wrong)
+        sandbox.kill()
+    for wrong in (-2, 0, 99):
+        sandbox = started("true")
+        with pytest.raises(ValueError, match="end_after_stream"):
+            sandbox.pump(timeout=1.0, end_after_stream=wrong)
         sandbox.kill()
 
 
@@ -201,7 +234,7 @@ def test_a_forked_child_leaves_the_parents_sandbox_alone() -> None:
 
 @pytest.mark.no_bwrap
 def test_run_takes_neither_since_nor_release_fd() -> None:
-    for keyword in ("since", "release_fd", "end_at_report"):
+    for keyword in ("since", "release_fd", "end_at_report", "end_after_stream"):
         with pytest.raises(TypeError, match=keyword):
             _sandbox.run([SH, "-c", "true"], [], timeout=1.0, **{keyword: 1})
 

@@ -111,3 +111,24 @@ def test_a_warm_eval_has_all_its_output_when_it_returns_at_the_report() -> None:
     assert result.returncode == 0
     assert result.stdout == "x" * 1000000
     assert result.stderr == "e" * 200000
+
+
+def test_a_warm_run_has_all_its_files_when_it_returns_at_the_report() -> None:
+    """A ``run_python`` call ends once the init has reported and streamed the files the
+    code wrote: every one of them, more than a pipe holds, as from a fresh sandbox."""
+    code = (
+        "import os\nos.mkdir('out')\n"
+        "for i in range(200):\n"
+        "    with open(f'out/{i}.bin', 'wb') as f:\n"
+        "        f.write(bytes([i]) * (i * 200))\n"
+        "print('wrote')"
+    )
+    fresh = Runner().run_python(code)
+    with Runner(warm=1) as runner:
+        wait_ready(runner)
+        warm = runner.run_python(code)
+        assert runner._pool is not None and runner._pool.taken == 1
+    assert warm.stdout == fresh.stdout == b"wrote\n"
+    assert len(warm.files) == 200
+    assert warm.files == fresh.files
+    assert not warm.files_truncated
