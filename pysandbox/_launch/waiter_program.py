@@ -15,8 +15,10 @@ interpreter no memory.
    ready pipe (``X`` and the traceback) and ends it.
 2. It compiles a line (the compiler's first use makes its types: 1.3 ms), freezes the
    objects made so far (``gc.freeze``: the collector never walks them again, nor at
-   the end of the call), says ``R`` on the ready pipe and blocks reading
-   the go pipe, as long as it takes: nothing in it runs meanwhile.
+   the end of the call; not on Python 3.9 with neither ``atexit`` loaded nor a
+   template, where nothing would unfreeze them for the teardown), says ``R`` on
+   the ready pipe and blocks reading the go pipe, as long as it takes: nothing in it
+   runs meanwhile.
 3. Told to go (the host rewrote the payload with the call, then the C core wrote one
    byte into the go pipe as it started the clock), it reads the call: the program line
    a fresh sandbox would run (``p``: ``python -u /sandbox/main.py ARGS``, NUL-separated)
