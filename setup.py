@@ -34,8 +34,17 @@ SOURCES = [
     "src/unixgc.c",
     "src/seccomp_filter.c",
     "src/landlock.c",
+    "src/copy.c",
+    "src/copy_request.c",
+    "src/copy_tree.c",
+    "src/fdpass.c",
+    "src/userns.c",
 ]
 INIT_SOURCES = ["src/init.c", "src/init_files.c", "src/landlock.c"]
+#: The host-side programs built beside the module: the init, and the copy client
+#: (``src/copy_client.c``) the C core starts in bwrap's place for a template's copy.
+COPY_SOURCES = ["src/copy_client.c", "src/copy_template.c", "src/fdpass.c"]
+PROGRAMS = {"_init": INIT_SOURCES, "_copy": COPY_SOURCES}
 CFLAGS = ["-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden"]
 # The watchdog is a POSIX thread (libpthread on C libraries before glibc 2.34).
 LDFLAGS: list[str] = ["-pthread"]
@@ -69,7 +78,8 @@ class BuildPyFresh(build_py):
 
 
 class BuildExtAndInit(build_ext):
-    """Also build ``pysandbox/_init``, the executable that runs first inside the sandbox.
+    """Also build ``pysandbox/_init``, the executable that runs first inside the sandbox,
+    and ``pysandbox/_copy``, the client that asks a template for a copy.
 
     Linked statically where the C library allows it (no dynamic loader work on every
     sandbox start), dynamically otherwise.  Every object is compiled anew: setuptools
@@ -86,19 +96,20 @@ class BuildExtAndInit(build_ext):
         os.makedirs(package_dir, exist_ok=True)
         flags = [f for f in CFLAGS if f != "-fvisibility=hidden" and not f.startswith("-fsan")]
         compiler = self._init_compiler()
-        objects = compiler.compile(
-            INIT_SOURCES,
-            output_dir=os.path.join(self.build_temp, "init"),
-            extra_postargs=[*flags, "-O2"],
-        )
-        try:
-            compiler.link_executable(
-                objects, "_init", output_dir=package_dir, extra_postargs=["-static", "-s"]
+        for name, sources in PROGRAMS.items():
+            objects = compiler.compile(
+                sources,
+                output_dir=os.path.join(self.build_temp, name),
+                extra_postargs=[*flags, "-O2"],
             )
-        except LinkError:
-            compiler.link_executable(
-                objects, "_init", output_dir=package_dir, extra_postargs=["-s"]
-            )
+            try:
+                compiler.link_executable(
+                    objects, name, output_dir=package_dir, extra_postargs=["-static", "-s"]
+                )
+            except LinkError:
+                compiler.link_executable(
+                    objects, name, output_dir=package_dir, extra_postargs=["-s"]
+                )
 
     def build_extension(self, ext: Extension) -> None:
         self._check_headers(ext)

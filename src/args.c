@@ -252,22 +252,23 @@ static int convert_start_arrays(struct sbx_start_args *a, PyObject *argv_obj, Py
 
 /*
  * sbx_start_args_parse: start(argv, env, *, rlimits, pass_fds, captures,
- * cgroup_procs, cgroup_dir_fd) into *a, whose spec is then ready for
+ * cgroup_procs, cgroup_dir_fd, init_pidfd_at) into *a, whose spec is then ready for
  * sbx_spawn.  Returns 0, or -1 with an exception set; either way the caller
  * releases *a with sbx_start_args_release.
  */
 int sbx_start_args_parse(struct sbx_start_args *a, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"argv",     "env",          "rlimits",       "pass_fds",
-                               "captures", "cgroup_procs", "cgroup_dir_fd", NULL};
+    static char *keywords[] = {"argv",          "env",           "rlimits",
+                               "pass_fds",      "captures",      "cgroup_procs",
+                               "cgroup_dir_fd", "init_pidfd_at", NULL};
     PyObject *argv_obj, *env_obj, *rlimits_obj = NULL, *fds_obj = NULL, *captures_obj = NULL;
     PyObject *cgroups_obj = NULL;
-    int cgroup_dir_fd = -1;
+    int cgroup_dir_fd = -1, init_pidfd_at = -1;
 
     memset(a, 0, sizeof *a);
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOOOi:start", keywords, &argv_obj, &env_obj,
-                                     &rlimits_obj, &fds_obj, &captures_obj, &cgroups_obj,
-                                     &cgroup_dir_fd))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$OOOOii:start", keywords, &argv_obj,
+                                     &env_obj, &rlimits_obj, &fds_obj, &captures_obj, &cgroups_obj,
+                                     &cgroup_dir_fd, &init_pidfd_at))
         return -1;
     if (convert_start_arrays(a, argv_obj, env_obj, rlimits_obj, fds_obj, captures_obj,
                              cgroups_obj) != 0)
@@ -277,6 +278,7 @@ int sbx_start_args_parse(struct sbx_start_args *a, PyObject *args, PyObject *kwa
     a->spec.envp = a->envp;
     a->spec.close_fds_above = fallback_fd_limit();
     a->spec.cgroup_dir_fd = cgroup_dir_fd;
+    a->spec.init_pidfd_at = init_pidfd_at;
     return 0;
 }
 

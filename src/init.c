@@ -8,6 +8,8 @@
  *         [--files-in-fd N] [--files-out-fd N] [--files-dir DIR]
  *         [--files-max BYTES] [--files-count N] [--skip NAME]
  *         [--landlock-write PATH]... -- PROGRAM ARGS...
+ *   _init --adopt PID:FD [the options above but --drop, --files-in-fd and
+ *         --landlock-write] --
  *
  * --drop     become UID:GID with no supplementary groups, empty capability
  *            sets and bounding set (a root caller's sandbox, which bwrap runs
@@ -22,6 +24,10 @@
  * --landlock-write  the program may write only beneath PATH and the other
  *            such paths (landlock.c); given at all, the program never runs
  *            without that restriction;
+ * --adopt    the program already runs as child PID (a template's copy,
+ *            copy.c): supervise it, and write one byte on FD (then closed),
+ *            which it waits for, once this process is undumpable; refused
+ *            with --drop, --files-in-fd and --landlock-write (the copy did);
  * then       unpack the input files from --files-in-fd into DIR, run PROGRAM
  *            as a child, and when it exits kill whatever it left running,
  *            report the raw wait status and the CPU and memory the whole tree
@@ -82,6 +88,8 @@ struct options {
     unsigned long long files_count;
     const char *skip;
     char **program;
+    pid_t adopted;
+    int adopted_ready_fd;
 };
 
 /* Where die() reports a failure to the caller: --report-fd, once parsed. */
@@ -177,6 +185,15 @@ static void parse_options(int argc, char **argv, struct options *opt)
             opt->files_count = parse_count(value);
         } else if (strcmp(arg, "--skip") == 0) {
             opt->skip = value;
+        } else if (strcmp(arg, "--adopt") == 0) {
+            long pid;
+            int used = 0;
+            if (sscanf(value, "%ld:%d%n", &pid, &opt->adopted_ready_fd, &used) != 2 ||
+                value[used] != '\0' || pid <= 1 || opt->adopted_ready_fd <= STDERR_FILENO) {
+                errno = EINVAL;
+                die("bad --adopt", value);
+            }
+            opt->adopted = (pid_t)pid;
         } else if (strcmp(arg, "--landlock-write") == 0) {
             if (sbx_landlock_allow(value) != 0)
                 die("too many --landlock-write paths at", value);
@@ -185,10 +202,11 @@ static void parse_options(int argc, char **argv, struct options *opt)
             die("unknown option", arg);
         }
     }
-    if (opt->program == NULL || opt->program[0] == NULL) {
-        errno = EINVAL;
+    errno = EINVAL;
+    if (opt->adopted > 0 && (opt->drop || opt->files_in_fd >= 0 || sbx_landlock_requested()))
+        die("--adopt with --drop, --files-in-fd or --landlock-write", NULL);
+    if (opt->adopted <= 0 && (opt->program == NULL || opt->program[0] == NULL))
         die("no program to run", NULL);
-    }
 }
 
 /*
@@ -350,6 +368,18 @@ static int wait_for_program(pid_t program, int sig_fd, int lifeline_fd)
     }
 }
 
+/* release_adopted: tell the adopted program (--adopt, this process's
+ * child) it is supervised now; returns its pid. */
+static pid_t release_adopted(const struct options *opt)
+{
+    siginfo_t info = {0};
+    if (waitid(P_PID, (id_t)opt->adopted, &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+        sbx_write_all(opt->adopted_ready_fd, "g", 1) != 0)
+        die("releasing the adopted program", NULL);
+    close(opt->adopted_ready_fd);
+    return opt->adopted;
+}
+
 /*
  * supervise: run the program as a child; when it ends, end everything it
  * left behind, and report.  Returns the exit code init should exit with.
@@ -380,7 +410,7 @@ static int supervise(const struct options *opt)
         die("signalfd", NULL);
     if (caller_gone_now(opt->lifeline_fd))
         abandon();
-    program = fork();
+    program = opt->adopted > 0 ? release_adopted(opt) : fork();
     if (program < 0)
         die("fork", NULL);
     if (program == 0) {

@@ -159,7 +159,8 @@ int sbx_child_gone(const struct sbx_child *child)
 
 /*
  * sbx_pin_init: pin the sandbox's init (bwrap's child, pid 1 of its pid
- * namespace) with a pidfd in child->init_pidfd, its pid in child->init_pid,
+ * namespace; for a template's copy, the pidfd its copy client holds at
+ * init_pidfd_at) with a pidfd in child->init_pidfd, its pid in child->init_pid,
  * and open its network namespace's list of unix sockets (unixgc.c), unless
  * done already.  Only while bwrap is certainly ours and has not exited, so
  * its child is the init and no recycled pid.  Returns whether
@@ -173,11 +174,27 @@ int sbx_pin_init(struct sbx_child *child)
         return 1;
     if (child->pid < 0 || !child_is_ours(child) || wait_for_exit(child, 0.0))
         return 0;
-    child->init_pidfd = sbx_pin_child(child->pid, &child->init_pid);
+    if (child->init_pidfd_at >= 0)
+        child->init_pidfd = sbx_pin_held(child->pidfd, child->init_pidfd_at, &child->init_pid);
+    else
+        child->init_pidfd = sbx_pin_child(child->pid, &child->init_pid);
     if (child->init_pidfd < 0)
         return 0;
     child->unix_list_fd = sbx_open_unix_list(child->init_pid, child->init_pidfd);
     return 1;
+}
+
+/*
+ * sbx_tree_root: the process whose tree the CPU watcher sums: bwrap, or for
+ * a template's copy (init_pidfd_at) the copy's init once pinned, as the copy
+ * is not the copy client's child (before, the client alone).  Reads child
+ * only; the thread that may touch child (see sbx_pin_init).
+ */
+pid_t sbx_tree_root(const struct sbx_child *child)
+{
+    if (child->init_pidfd_at >= 0 && child->init_pidfd >= 0)
+        return child->init_pid;
+    return child->pid;
 }
 
 /*

@@ -101,6 +101,12 @@ int sbx_landlock_allow(const char *path)
     return 0;
 }
 
+/* sbx_landlock_requested: whether any path was given to sbx_landlock_allow. */
+int sbx_landlock_requested(void)
+{
+    return writable_count > 0;
+}
+
 /*
  * handled_rights: every write-side filesystem right the kernel's ABI has:
  * writing, truncating, creating, removing, linking or renaming any file, and

@@ -9,6 +9,7 @@
 
 int sbx_landlock_abi(void);
 int sbx_landlock_allow(const char *path);
+int sbx_landlock_requested(void);
 int sbx_landlock_restrict(void);
 
 #endif

@@ -14,6 +14,7 @@
 #include <Python.h>
 
 #include "args.h"
+#include "copy.h"
 #include "landlock.h"
 #include "output.h"
 #include "sandbox.h"
@@ -48,7 +49,7 @@ static PyObject *raise_spawn_error(const struct sbx_spawn_error *error, const ch
 
 PyDoc_STRVAR(start_doc,
              "start($module, /, argv, env, *, rlimits=(), pass_fds=(), captures=(),\n"
-             "      cgroup_procs=(), cgroup_dir_fd=-1)\n"
+             "      cgroup_procs=(), cgroup_dir_fd=-1, init_pidfd_at=-1)\n"
              "--\n\n"
              "Spawn argv[0] (an absolute path) with argv and env, apply rlimits in the\n"
              "child, map pass_fds to fds 3, 4, ... and close every other fd.  Each cap in\n"
@@ -58,7 +59,10 @@ PyDoc_STRVAR(start_doc,
              "the exec.  cgroup_dir_fd, when >= 0, is an fd of a cgroup v2 group's\n"
              "directory: the child is created in it by clone3(CLONE_INTO_CGROUP), or\n"
              "where the kernel or a seccomp filter refuses that call, joins it through\n"
-             "its cgroup.procs before the exec.  Returns a Sandbox, whose pump() runs it\n"
+             "its cgroup.procs before the exec.  init_pidfd_at, when >= 0, is where the\n"
+             "child (a template's copy client) keeps a pidfd of the sandbox's init, which\n"
+             "is pinned from there rather than as the child's child.\n"
+             "Returns a Sandbox, whose pump() runs it\n"
              "to its end; nothing of it is read until then.  Raises OSError if the\n"
              "child could not be started.");
 
@@ -172,24 +176,29 @@ cleanup:
     return result;
 }
 
-PyDoc_STRVAR(seccomp_doc, "seccomp_program($module, /)\n--\n\n"
+PyDoc_STRVAR(seccomp_doc, "seccomp_program($module, /, *, template=False)\n--\n\n"
                           "The BPF program of the sandbox's syscall filter, for bwrap's\n"
-                          "--seccomp; raises OSError if libseccomp cannot build it.");
+                          "--seccomp; with template, the filter of a template's interpreter,\n"
+                          "which may also make the namespaces and mounts of its copies.\n"
+                          "Raises OSError if libseccomp cannot build it.");
 
 /*
  * sandbox_seccomp_program: see seccomp_doc.  Called with the GIL; builds
  * the filter without it.
  */
-static PyObject *sandbox_seccomp_program(PyObject *module, PyObject *unused)
+static PyObject *sandbox_seccomp_program(PyObject *module, PyObject *args, PyObject *kwargs)
 {
+    static char *keywords[] = {"template", NULL};
     char *program;
     size_t length;
-    int rc;
+    int rc, template = 0;
     PyObject *result;
     (void)module;
-    (void)unused;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$p:seccomp_program", keywords, &template))
+        return NULL;
     Py_BEGIN_ALLOW_THREADS
-    rc = sbx_seccomp_program(&program, &length);
+    rc =
+        sbx_seccomp_program(template ? SBX_FILTER_TEMPLATE : SBX_FILTER_SANDBOX, &program, &length);
     Py_END_ALLOW_THREADS
     if (rc != 0) {
         errno = -rc;
@@ -198,6 +207,85 @@ static PyObject *sandbox_seccomp_program(PyObject *module, PyObject *unused)
     result = PyBytes_FromStringAndSize(program, (Py_ssize_t)length);
     free(program);
     return result;
+}
+
+PyDoc_STRVAR(user_namespace_doc,
+             "user_namespace($module, uid_map, gid_map, /)\n--\n\n"
+             "A new user namespace with these maps (the text of /proc/PID/uid_map and\n"
+             "gid_map; setgroups denied), as an fd (for the copy client's --template).\n"
+             "Only a\n"
+             "caller that may write such maps (root) can make one.  Raises OSError.");
+
+/*
+ * sandbox_user_namespace: see user_namespace_doc.  Called with the GIL;
+ * releases it while the helper process makes the namespace.
+ */
+static PyObject *sandbox_user_namespace(PyObject *module, PyObject *args)
+{
+    const char *uid_map, *gid_map;
+    int rc, fd;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "ss:user_namespace", &uid_map, &gid_map))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = sbx_user_namespace(uid_map, gid_map, &fd);
+    Py_END_ALLOW_THREADS
+    if (rc != 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    return PyLong_FromLong(fd);
+}
+
+PyDoc_STRVAR(serve_copies_doc,
+             "serve_copies($module, control_fd, /)\n--\n\n"
+             "Serve a template's copies (src/copy.c), in the template's interpreter:\n"
+             "for each request of a copy client on control_fd, fork a copy.  Returns\n"
+             "True in a copy's program, confined and supervised by its own init, its\n"
+             "fds in place; None once the host closed control_fd.  Raises OSError.");
+
+/*
+ * sandbox_serve_copies: see serve_copies_doc.  Called with the GIL; waits
+ * for each request without it, and forks with Python's fork hooks (the
+ * copy's program runs Python again).  Owns each request's fds until the
+ * fork; the child's (X's) become the copy's.
+ */
+static PyObject *sandbox_serve_copies(PyObject *module, PyObject *arg)
+{
+    struct sbx_copy_request *request;
+    long control = PyLong_AsLong(arg);
+    (void)module;
+    if (control == -1 && PyErr_Occurred())
+        return NULL;
+    request = PyMem_RawMalloc(sizeof *request);
+    if (request == NULL)
+        return PyErr_NoMemory();
+    for (;;) {
+        int rc, err;
+        pid_t pid;
+        Py_BEGIN_ALLOW_THREADS
+        sbx_copy_reap();
+        rc = sbx_copy_receive((int)control, request);
+        err = errno;
+        Py_END_ALLOW_THREADS
+        if (rc <= 0 && !(rc < 0 && err == EBADMSG)) {
+            PyMem_RawFree(request);
+            if (rc == 0)
+                Py_RETURN_NONE;
+            errno = err;
+            return PyErr_SetFromErrno(PyExc_OSError);
+        }
+        if (rc < 0)
+            continue;
+        PyOS_BeforeFork();
+        pid = fork();
+        if (pid == 0) {
+            PyOS_AfterFork_Child();
+            sbx_copy_become(request);
+            PyMem_RawFree(request);
+            Py_RETURN_TRUE;
+        }
+        PyOS_AfterFork_Parent();
+        sbx_copy_release(request);
+    }
 }
 
 PyDoc_STRVAR(landlock_doc, "landlock_abi($module, /)\n--\n\n"
@@ -237,7 +325,10 @@ static PyObject *sandbox_unix_gc_pass(PyObject *module, PyObject *unused)
 static PyMethodDef sandbox_methods[] = {
     {"run", (PyCFunction)(void (*)(void))sandbox_run, METH_VARARGS | METH_KEYWORDS, run_doc},
     {"start", (PyCFunction)(void (*)(void))sandbox_start, METH_VARARGS | METH_KEYWORDS, start_doc},
-    {"seccomp_program", sandbox_seccomp_program, METH_NOARGS, seccomp_doc},
+    {"user_namespace", sandbox_user_namespace, METH_VARARGS, user_namespace_doc},
+    {"serve_copies", sandbox_serve_copies, METH_O, serve_copies_doc},
+    {"seccomp_program", (PyCFunction)(void (*)(void))sandbox_seccomp_program,
+     METH_VARARGS | METH_KEYWORDS, seccomp_doc},
     {"landlock_abi", sandbox_landlock_abi, METH_NOARGS, landlock_doc},
     {"unix_gc_pass", sandbox_unix_gc_pass, METH_NOARGS, unix_gc_pass_doc},
     {NULL, NULL, 0, NULL},

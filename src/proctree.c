@@ -239,6 +239,33 @@ int sbx_pin_child(pid_t parent, pid_t *pid)
 }
 
 /*
+ * sbx_pin_held: a copy of the pidfd that the process of holder_pidfd keeps
+ * at fd `at` (pidfd_getfd, close-on-exec), checked to be a pidfd of a live
+ * process, whose pid in this process's namespace goes in *pid.  Returns -1
+ * when it holds none yet, or its pid cannot be told.  Any thread; no GIL.
+ */
+int sbx_pin_held(int holder_pidfd, int at, pid_t *pid)
+{
+    char path[64], buf[512], *line;
+    int pidfd;
+    long value;
+    if (holder_pidfd < 0)
+        return -1;
+    pidfd = (int)syscall(SYS_pidfd_getfd, holder_pidfd, at, 0);
+    if (pidfd < 0)
+        return -1;
+    snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
+    line = read_whole_file(path, buf, sizeof buf) > 0 ? strstr(buf, "\nPid:") : NULL;
+    if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) != 0 || line == NULL ||
+        (value = strtol(line + 5, NULL, 10)) <= 0) {
+        close(pidfd);
+        return -1;
+    }
+    *pid = (pid_t)value;
+    return pidfd;
+}
+
+/*
  * sbx_same_as_ours: whether /proc/<pid>/<entry> names the same file as
  * `ours` (both followed: "root" and "/", "ns/net" and
  * "/proc/self/ns/net"), which tells whether pid still has this process's

@@ -74,7 +74,7 @@ static int cpu_limit_passed(struct pump *p)
     double used;
     if (p->config->cpu_limit <= 0 || p->child->pid < 0)
         return 0;
-    used = sbx_sandbox_cpu_seconds(p->child->pid, p->config->cgroup_cpu_fd);
+    used = sbx_sandbox_cpu_seconds(sbx_tree_root(p->child), p->config->cgroup_cpu_fd);
     if (used > p->outcome->tree_cpu_time)
         p->outcome->tree_cpu_time = used;
     if (used < p->config->cpu_limit)

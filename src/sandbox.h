@@ -27,6 +27,9 @@
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
 #endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
 #ifndef SYS_close_range
 #define SYS_close_range 436
 #endif
@@ -70,6 +73,8 @@ struct sbx_spec {
     size_t n_cgroup_fds;
     int cgroup_dir_fd;   /* a cgroup v2 group's directory the child is born in; -1: none */
     int close_fds_above; /* highest fd to close when neither close_range nor /proc works */
+    int init_pidfd_at;   /* where the child keeps a pidfd of the sandbox's init (a copy
+                            client, copy_client.c), for kill.c to pin it by; -1: bwrap */
 };
 
 /* The parent's handles on a running child.  Every fd is O_CLOEXEC. */
@@ -77,6 +82,7 @@ struct sbx_child {
     pid_t pid;
     int pidfd;                         /* -1 when the kernel has no CLONE_PIDFD */
     int init_pidfd;                    /* the sandbox's init once pinned (kill.c); -1 */
+    int init_pidfd_at;                 /* spec->init_pidfd_at */
     pid_t init_pid;                    /* its pid, valid while init_pidfd >= 0 */
     int unix_list_fd;                  /* its netns's /proc/net/unix (unixgc.c); -1 */
     int in_fd;                         /* write end of the child's stdin, O_NONBLOCK */
@@ -297,6 +303,8 @@ double sbx_cgroup_cpu_seconds(int fd);
 double sbx_sandbox_cpu_seconds(pid_t root, int cgroup_cpu_fd);
 size_t sbx_kill_children(pid_t parent);
 int sbx_pin_child(pid_t parent, pid_t *pid);
+int sbx_pin_held(int holder_pidfd, int at, pid_t *pid);
+pid_t sbx_tree_root(const struct sbx_child *child);
 int sbx_same_as_ours(pid_t pid, const char *entry, const char *ours);
 
 /* disk.c: the sandbox's tmpfs; any thread, no GIL. */
@@ -309,6 +317,9 @@ int sbx_open_unix_list(pid_t init_pid, int init_pidfd);
 int sbx_unix_sockets_left(int fd);
 
 /* seccomp_filter.c: the syscall filter as BPF; any thread, no GIL. */
-int sbx_seccomp_program(char **program, size_t *length);
+/* The filters sbx_seccomp_program builds. */
+enum { SBX_FILTER_SANDBOX = 0, SBX_FILTER_TEMPLATE = 1 };
+int sbx_user_namespace(const char *uid_map, const char *gid_map, int *fd);
+int sbx_seccomp_program(int kind, char **program, size_t *length);
 
 #endif

@@ -54,6 +54,7 @@ PyObject *sbx_sandbox_new(PyObject *module)
     sandbox->state = SANDBOX_ENDED;
     sandbox->child.pid = -1;
     sandbox->child.init_pidfd = -1;
+    sandbox->child.init_pidfd_at = -1;
     sandbox->child.unix_list_fd = -1;
     return (PyObject *)sandbox;
 }
@@ -280,7 +281,7 @@ static PyObject *Sandbox_cpu_time(SandboxObject *self, PyObject *args, PyObject 
         return NULL;
     if (self->state == SANDBOX_STARTED) {
         Py_BEGIN_ALLOW_THREADS
-        used = sbx_sandbox_cpu_seconds(self->child.pid, cgroup_cpu_fd);
+        used = sbx_sandbox_cpu_seconds(sbx_tree_root(&self->child), cgroup_cpu_fd);
         Py_END_ALLOW_THREADS
     }
     return PyFloat_FromDouble(used);

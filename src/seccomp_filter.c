@@ -333,21 +333,60 @@ static int add_budget_rules(scmp_filter_ctx ctx)
 }
 
 /*
- * add_rules: every rule of the filter into ctx.  Returns 0 or a negative
- * errno from libseccomp.
+ * Allowed to a template's interpreter (SBX_FILTER_TEMPLATE), which builds
+ * each copy's sandbox (copy.c) from within its own user namespace: a new
+ * mount, pid, network, IPC, UTS and cgroup namespace, and the mounts of the
+ * copy's /proc and working directory.  A new user namespace stays refused.
+ * Every copy then adds the whole filter on top, before it runs anything.
  */
-static int add_rules(scmp_filter_ctx ctx)
+static const char *const template_allowed[] = {"mount", "unshare", NULL};
+
+/* in_list: whether name is one of the NULL-terminated names. */
+static int in_list(const char *const *names, const char *name)
+{
+    for (; *names != NULL; names++) {
+        if (strcmp(*names, name) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/*
+ * add_denied: the outright refusals into ctx, but for a template the calls
+ * that build a copy (unshare only without CLONE_NEWUSER).  Returns 0 or a
+ * negative errno from libseccomp.
+ */
+static int add_denied(scmp_filter_ctx ctx, int kind)
 {
     const uint32_t eperm = SCMP_ACT_ERRNO(EPERM);
     size_t i;
     int rc;
     for (i = 0; denied[i] != NULL; i++) {
         int nr = seccomp_syscall_resolve_name(denied[i]);
-        if (nr == __NR_SCMP_ERROR)
+        if (nr == __NR_SCMP_ERROR ||
+            (kind == SBX_FILTER_TEMPLATE && in_list(template_allowed, denied[i])))
             continue;
         if ((rc = seccomp_rule_add(ctx, eperm, nr, 0)) < 0)
             return rc;
     }
+    if (kind != SBX_FILTER_TEMPLATE)
+        return 0;
+    return seccomp_rule_add(ctx, eperm, SCMP_SYS(unshare), 1,
+                            SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER));
+}
+
+/*
+ * add_rules: every rule of the filter of `kind` (SBX_FILTER_SANDBOX or
+ * SBX_FILTER_TEMPLATE) into ctx.  Returns 0 or a negative errno from
+ * libseccomp.
+ */
+static int add_rules(scmp_filter_ctx ctx, int kind)
+{
+    const uint32_t eperm = SCMP_ACT_ERRNO(EPERM);
+    size_t i;
+    int rc;
+    if ((rc = add_denied(ctx, kind)) < 0)
+        return rc;
     for (i = 0; i < sizeof namespace_flags / sizeof *namespace_flags; i++) {
         rc = seccomp_rule_add(ctx, eperm, SCMP_SYS(clone), 1,
                               SCMP_A0(SCMP_CMP_MASKED_EQ, namespace_flags[i], namespace_flags[i]));
@@ -391,11 +430,13 @@ static int add_rules(scmp_filter_ctx ctx)
 }
 
 /*
- * sbx_seccomp_program: build the filter and return its BPF program in
- * *program (malloc'd, owned by the caller) and *length.  Returns 0, or a
- * negative errno.  Any thread; no GIL needed; not for the vfork child.
+ * sbx_seccomp_program: build the filter of `kind` (SBX_FILTER_SANDBOX, or
+ * SBX_FILTER_TEMPLATE for a template's interpreter, see template_allowed)
+ * and return its BPF program in *program (malloc'd, owned by the caller)
+ * and *length.  Returns 0, or a negative errno.  Any thread; no GIL needed;
+ * not for the vfork child.
  */
-int sbx_seccomp_program(char **program, size_t *length)
+int sbx_seccomp_program(int kind, char **program, size_t *length)
 {
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
     int rc, fd = -1;
@@ -406,7 +447,7 @@ int sbx_seccomp_program(char **program, size_t *length)
         return -ENOMEM;
     rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(EPERM));
     if (rc == 0)
-        rc = add_rules(ctx);
+        rc = add_rules(ctx, kind);
     if (rc == 0) {
         /* The raw call: glibc wraps memfd_create only from 2.27, and the wheels
          * are built against glibc 2.24 (the floor clone.c sets). */

@@ -225,6 +225,7 @@ static void reset(struct sbx_child_args *args, struct pipes *p, struct sbx_child
     child->pid = -1;
     child->pidfd = child->in_fd = child->out_fd = child->err_fd = -1;
     child->init_pidfd = -1;
+    child->init_pidfd_at = -1;
     child->init_pid = -1;
     child->unix_list_fd = -1;
     child->cgroup_joined_at_clone = 0;
@@ -395,6 +396,7 @@ int sbx_spawn(const struct sbx_spec *spec, struct sbx_child *child, struct sbx_s
         goto cleanup;
     }
     keep_parent_ends(spec, &p, child);
+    child->init_pidfd_at = spec->init_pidfd_at;
     rc = 0;
     goto cleanup;
 

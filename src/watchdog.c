@@ -74,7 +74,7 @@ static void look(struct sbx_watchdog *w, double now)
         if (now >= w->deadline) {
             w->fired = SBX_WATCH_DEADLINE;
         } else if (w->cpu_limit > 0) {
-            double used = sbx_sandbox_cpu_seconds(w->child->pid, w->cgroup_cpu_fd);
+            double used = sbx_sandbox_cpu_seconds(sbx_tree_root(w->child), w->cgroup_cpu_fd);
             if (used > w->cpu_used)
                 w->cpu_used = used;
             if (used >= w->cpu_limit)

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from support.callers import (
     Caller,
+    CopyCaller,
     DriverCaller,
     InProcessCaller,
     Installation,
@@ -150,8 +151,8 @@ def world_readable_dir() -> Iterator[Path]:
 @pytest.fixture(params=["root", "nonroot"])
 def caller(request: pytest.FixtureRequest) -> Iterator[Caller]:
     """The caller of the API, once as root and once not (``tests/callers.py``); a test
-    that names ``"session"`` too (``SESSION_CALLERS``) also runs its ``run_python`` calls as
-    calls of a session (``SessionCaller``).
+    marked ``THROUGH_EVERY_PATH`` also runs its ``run_python`` calls as calls of a session
+    (``SessionCaller``) and in a copy of a template, as root (``CopyCaller``) and not.
 
     A non-root caller made by this fixture gets uids no other process has; when the test
     ends, any process of those uids still alive a few seconds later escaped the call:
@@ -160,18 +161,25 @@ def caller(request: pytest.FixtureRequest) -> Iterator[Caller]:
     if request.param == "session":
         yield SessionCaller()
         return
+    if request.param == "copy":
+        if os.geteuid() != 0:
+            pytest.skip("the test process is not root, so there is no root caller")
+        yield CopyCaller()
+        return
     if request.param == "root":
         if os.geteuid() != 0:
             pytest.skip("the test process is not root, so there is no root caller")
         yield InProcessCaller()
         return
     if os.geteuid() != 0:
-        yield InProcessCaller()  # the test process is a non-root caller itself
+        # The test process is a non-root caller itself.
+        yield CopyCaller() if request.param == "copy-nonroot" else InProcessCaller()
         return
     uids: range = request.getfixturevalue("_nonroot_uids")
     left = processes_of(uids)
     assert left == [], f"processes of the non-root callers' uids before the test: {left}"
-    yield DriverCaller(request.getfixturevalue("_nonroot_installation"), uids[0], uids[1])
+    installation = request.getfixturevalue("_nonroot_installation")
+    yield DriverCaller(installation, uids[0], uids[1], copies=request.param == "copy-nonroot")
     deadline = time.monotonic() + slow(1.0)
     while (left := processes_of(uids)) and time.monotonic() < deadline:
         time.sleep(0.02)

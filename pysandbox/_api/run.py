@@ -146,11 +146,12 @@ def check_python(code: object, args: object) -> tuple[bytes, list[str]]:
     return source, list(args)
 
 
-def build_plan(call: Call, *, waiter: bool = False) -> tuple[Plan, Limits]:
+def build_plan(call: Call, *, waiter: bool = False, client: bool = False) -> tuple[Plan, Limits]:
     """Check the arguments of ``run`` and build its ``Plan``: ``call.program`` under the
     init, in a writable ``WORKDIR`` with the files, and the code when ``call.code`` is
     given (``run_python``); with ``waiter``, its fds numbered for a warm sandbox's
-    waiter (``waiter.waiting_plan`` makes it one).  Returns the limits in force with it."""
+    waiter (``waiter.waiting_plan`` makes it one), and with ``client`` for a copy
+    client's too (a template's copies, ``copies.py``).  Returns the limits in force with it."""
     limits, files, code = call.limits, call.files, call.code
     if limits is None:
         limits = Limits()
@@ -174,6 +175,7 @@ def build_plan(call: Call, *, waiter: bool = False) -> tuple[Plan, Limits]:
         code=code is not None,
         binds=len(paths),
         waiter=waiter,
+        client=client,
     )
     files_fd = layout.payloads[0] if files_stream is not None else None
     init_options = ["--files-out-fd", str(layout.captures[0])]

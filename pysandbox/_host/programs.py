@@ -14,6 +14,7 @@ PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 __all__ = [
     "PACKAGE_DIR",
     "find_bwrap",
+    "find_copy_client",
     "find_init",
     "find_python",
     "which",
@@ -81,12 +82,24 @@ def find_python() -> str:
     return os.path.abspath(candidate)
 
 
+def find_copy_client() -> str:
+    """The host path of pysandbox's copy client (``src/copy_client.c``), built beside
+    the init."""
+    return _built("_copy", "copy client")
+
+
 def find_init() -> str:
     """The host path of pysandbox's init executable, built with the extension beside it."""
-    path = os.path.join(PACKAGE_DIR, "_init")
+    return _built("_init", "init")
+
+
+def _built(name: str, what: str) -> str:
+    """The host path of the program ``name`` built beside the extension, or
+    ``SandboxError`` naming ``what`` it is and the fix."""
+    path = os.path.join(PACKAGE_DIR, name)
     if not os.access(path, os.X_OK):
         raise SandboxError(
-            f"pysandbox's init is missing or not executable at {path}: reinstall pysandbox "
+            f"pysandbox's {what} is missing or not executable at {path}: reinstall pysandbox "
             "(pip install --force-reinstall pysandbox)"
         )
     return path

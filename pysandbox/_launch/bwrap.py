@@ -30,6 +30,7 @@ __all__ = [
     "CODE_PATH",
     "DEVICES",
     "DEVICE_LINKS",
+    "EXTENSION_PATH",
     "INIT_PATH",
     "KERNEL_DIRS",
     "MAIN_MODE",
@@ -52,6 +53,7 @@ __all__ = [
     "sandbox_identity",
     "seccomp_program",
     "system_mounts",
+    "template_namespace_options",
 ]
 
 #: The syscall filter is always the first fd passed to bwrap (``_launch.FdLayout``).
@@ -73,6 +75,9 @@ SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 #: Where pysandbox's init executable is, inside the sandbox.
 INIT_PATH = "/.pysandbox/init"
+#: Where a template's sandbox shows the C core, which its interpreter loads to make
+#: its copies (``copies.py``).
+EXTENSION_PATH = "/.pysandbox/_sandbox.so"
 
 
 #: The host's kernel interfaces: the sandbox has its own /proc and a few device nodes,
@@ -188,6 +193,25 @@ def namespace_options(root_caller: bool) -> list[str]:
     ]
 
 
+def template_namespace_options(root_caller: bool) -> list[str]:
+    """A template's namespaces (``copies.py``): as a sandbox's, but its interpreter
+    keeps, in its own user namespace (a root caller's made by ``copies.py``, whose ids
+    map to unprivileged host ids), the capabilities that make its copies' namespaces,
+    mounts and identities.  Every copy drops them all before it runs anything.  No
+    ``--disable-userns``: its nested user namespace would own none of the sandbox's
+    mounts, which a copy's mount namespace would then lock (its ``/proc`` could not be
+    mounted); the template's syscall filter refuses a new user namespace instead."""
+    keep = ["CAP_SYS_ADMIN", "CAP_SETPCAP"]
+    if root_caller:
+        keep += ["CAP_SETUID", "CAP_SETGID"]
+        options = [*namespace_options(True)[:5], "--cap-drop", "ALL"]
+    else:
+        options = ["--unshare-all", "--unshare-user", "--cap-drop", "ALL"]
+    for cap in keep:
+        options += ["--cap-add", cap]
+    return options
+
+
 def filesystem_options(view: InterpreterView, moved: str | None = None) -> list[str]:
     """The system directories and the interpreter's ``view`` read-only (what of it lies
     within ``moved`` below ``MOVED_ROOT``, see ``shown_at``), a ``/proc`` of the
@@ -214,15 +238,17 @@ def filesystem_options(view: InterpreterView, moved: str | None = None) -> list[
     return options
 
 
-@functools.lru_cache(maxsize=1)
-def seccomp_program() -> bytes:
+@functools.lru_cache(maxsize=2)
+def seccomp_program(template: bool = False) -> bytes:
     """The syscall filter's BPF program (built once per process by the C core).
 
     Every sandbox runs under it, from the init on; see ``src/seccomp_filter.c`` for
-    what it refuses.  Served to bwrap on ``SECCOMP_FD``.
+    what it refuses.  Served to bwrap on ``SECCOMP_FD``.  With ``template``, the filter
+    of a template's sandbox, which may also unshare and mount (``copies.py``): each of
+    its copies adds the whole filter before it runs anything.
     """
     try:
-        return _sandbox.seccomp_program()
+        return _sandbox.seccomp_program(template=template)
     except OSError as exc:
         raise SandboxError(
             f"cannot build the sandbox's syscall filter with libseccomp: {exc.strerror}"
@@ -230,10 +256,19 @@ def seccomp_program() -> bytes:
 
 
 @functools.lru_cache(maxsize=16)
-def base_options(python: str, euid: int, moved: str | None = None) -> tuple[str, ...]:
+def base_options(
+    python: str, euid: int, moved: str | None = None, template: bool = False
+) -> tuple[str, ...]:
     """bwrap's options for running ``python`` as a caller with ``euid``, its files
     within ``moved`` shown below ``MOVED_ROOT``: everything that does not change from
-    call to call, computed once."""
+    call to call, computed once.  With ``template``, those of a template's sandbox
+    (``template_namespace_options``, and the C core shown at ``EXTENSION_PATH``)."""
+    namespaces = template_namespace_options if template else namespace_options
+    # A copy's init is executed by the copy's own unprivileged id, not by bwrap's root.
+    extension = []
+    if template:
+        extension = ["--perms", "0755", "--dir", os.path.dirname(INIT_PATH)]
+        extension += ["--ro-bind", _sandbox.__file__, EXTENSION_PATH]
     options = [
         "--new-session",
         "--die-with-parent",
@@ -243,9 +278,10 @@ def base_options(python: str, euid: int, moved: str | None = None) -> tuple[str,
         "--as-pid-1",
         "--seccomp",
         str(SECCOMP_FD),
-        *namespace_options(euid == 0),
+        *namespaces(euid == 0),
         "--clearenv",
         *filesystem_options(python_mounts(python), moved),
+        *extension,
         *init_mount(),
     ]
     return tuple(options)

@@ -17,6 +17,7 @@ from .readable import landlock_abi, open_readable
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .codefile import CodeFile
+    from .copies import AsCopy, AsTemplate
     from .waiter import WaiterEnds
 
 __all__ = ["command_line", "open_pass_fds"]
@@ -48,14 +49,18 @@ def open_pass_fds(
     lifeline_read: int,
     code_file: CodeFile | None,
     waiter: WaiterEnds | None = None,
+    client: list[int] | None = None,
+    template: bool = False,
 ) -> list[int]:
     """The fds for the C core's ``pass_fds`` (the launch closes them once bwrap has its own): the
-    syscall filter in a memfd, the read end of the lifeline, each payload in a memfd,
-    a copy of each channel, the waiter's fds, the code file's ``O_PATH`` fd, then each
-    readable path's, opened and checked once (``open_readable``)."""
+    syscall filter in a memfd (a template's, with ``template``), the read end of the
+    lifeline, each payload in a memfd, a copy of each channel, the waiter's fds, the code
+    file's ``O_PATH`` fd, each readable path's, opened and checked once
+    (``open_readable``), then the copy client's (``client``, taken over: closed on a
+    failure)."""
     fds: list[int] = []
     try:
-        fds.append(_write_memfd(bwrap.seccomp_program()))
+        fds.append(_write_memfd(bwrap.seccomp_program(template)))
         fds.append(lifeline_read)
         for data in plan.payloads:
             fds.append(_write_memfd(data))
@@ -70,11 +75,11 @@ def open_pass_fds(
             for path in plan.readable:
                 fds.append(open_readable(path, kernel_mounts))
     except BaseException:
-        for fd in fds:
+        for fd in [*fds, *(client or [])]:
             if fd != lifeline_read:
                 os.close(fd)
         raise
-    return fds
+    return fds + (client or [])
 
 
 def _code_options(plan: Plan) -> list[str]:
@@ -97,24 +102,42 @@ def _landlock_options(plan: Plan) -> list[str]:
     return options
 
 
-def command_line(plan: Plan) -> list[str]:
-    """bwrap's whole command line for ``plan``: the common part around the API's."""
+def command_line(plan: Plan, role: AsTemplate | AsCopy | None = None) -> list[str]:
+    """bwrap's whole command line for ``plan``: the common part around the API's; as a
+    template (``copies.AsTemplate``: no identity to drop to, no Landlock, which would
+    forbid its mounts), or the copy client's for a copy (``copies.AsCopy``)."""
+    if role is not None:
+        from .copies import AsCopy as Copy  # only where templates are copied
+        from .copies import blocked_sources, copy_command_line, template_command_line
+
+        if isinstance(role, Copy):
+            return copy_command_line(plan, role, landlock_abi())
+        if role.userns >= 0:
+            argv = _bwrap_command_line(plan, True)
+            blocked = blocked_sources(argv, plan.readable)
+            return template_command_line(argv, plan.layout.client, blocked)
+    return _bwrap_command_line(plan, role is not None)
+
+
+def _bwrap_command_line(plan: Plan, template: bool) -> list[str]:
+    """bwrap's whole command line for ``plan``, a template's with ``template`` (no code
+    file: a template never runs code, each copy binds its own)."""
     layout = plan.layout
     return [
         programs.find_bwrap(),
-        *bwrap.base_options(plan.python, os.geteuid(), plan.moved),
+        *bwrap.base_options(plan.python, os.geteuid(), plan.moved, template),
         "--json-status-fd",
         str(layout.status),
         *plan.options,
-        *_code_options(plan),
+        *([] if template else _code_options(plan)),
         "--remount-ro",
         "/",
-        *bwrap.init_prefix(bwrap.sandbox_identity()),
+        *bwrap.init_prefix(None if template else bwrap.sandbox_identity()),
         *lifeline_options(LIFELINE_FD),
         "--report-fd",
         str(layout.report),
         *plan.init_options,
-        *_landlock_options(plan),
+        *([] if template else _landlock_options(plan)),
         "--",
         *plan.program,
     ]

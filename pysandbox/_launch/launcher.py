@@ -35,13 +35,13 @@ from .. import _sandbox
 from .._model.cancel import Cancelled
 from .._model.errors import SandboxError
 from .._model.escape import escape_report
-from .._model.record import record
+from .._model.record import record, replace
 from . import bwrap
 from .command import command_line, open_pass_fds
 from .confine import Confinement, confine
 from .failures import bwrap_exited, init_failure, parse_init_report, setup_failure, spawn_failure
 from .lifeline import lifeline
-from .plan import INIT_REPORT_CAP, REPORT_CAP, Facts, Plan
+from .plan import CLIENT_INIT_PIDFD, INIT_REPORT_CAP, REPORT_CAP, Facts, Plan
 from .rlimits import within_own_limits
 
 #: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
     from .._model.cancel import CancelEvent
     from .codefile import CodeFile
+    from .copies import AsCopy, AsTemplate
     from .waiter import Handover, WaiterEnds
 
     _Reply = TypeVar("_Reply")
@@ -99,17 +100,22 @@ class _Setup:
     pass_fds: list[int]
     resources: contextlib.ExitStack
     waiter: WaiterEnds | None = None
+    #: A template's copy's: where its copy client keeps a pidfd of the copy's init.
+    init_pidfd_at: int = -1
 
     def spawn_options(self, plan: Plan) -> dict[str, object]:
         """The C core's spawn keywords for ``plan`` (``_sandbox.start``'s)."""
         confinement = self.confinement
-        return {
+        options: dict[str, object] = {
             "rlimits": within_own_limits(confinement.rlimits),
             "cgroup_procs": confinement.cgroup_procs,
             "cgroup_dir_fd": confinement.cgroup_dir_fd,
             "pass_fds": self.pass_fds,
             "captures": [REPORT_CAP, INIT_REPORT_CAP, *plan.capture_caps],
         }
+        if self.init_pidfd_at >= 0:
+            options["init_pidfd_at"] = self.init_pidfd_at
+        return options
 
     def pump_options(self, plan: Plan, cpu_baseline: float = 0.0) -> dict[str, object]:
         """The C core's run keywords for ``plan`` (``Sandbox.pump``'s but ``since`` and
@@ -132,9 +138,10 @@ class _Setup:
         }
 
 
-def _set_up(plan: Plan) -> _Setup:
-    """Everything around ``plan``'s bwrap: the code file holding ``plan.code`` (empty
-    for a warm plan, whose waiter's fds are made too); on a failure nothing is left."""
+def _set_up(plan: Plan, role: AsTemplate | AsCopy | None = None) -> _Setup:
+    """Everything around ``plan``'s bwrap (or, for a template's copy, its copy client:
+    ``role``): the code file holding ``plan.code`` (empty for a warm plan, whose
+    waiter's fds are made too); on a failure nothing is left."""
     if len(plan.payloads) != len(plan.layout.payloads) or len(plan.capture_caps) != len(
         plan.layout.captures
     ):
@@ -147,7 +154,9 @@ def _set_up(plan: Plan) -> _Setup:
         raise ValueError("the plan's readable paths do not match its fd layout")
     if bool(plan.layout.waiter) != (plan.code is None and plan.code_path is not None):
         raise ValueError("a plan waits for its code exactly when its layout has a waiter")
-    argv = command_line(plan)
+    if bool(plan.layout.client) != (role is not None):
+        raise ValueError("a plan has a copy client's fds exactly when it is a template or a copy")
+    argv = command_line(plan, role)
     resources = contextlib.ExitStack()
     try:
         code_file = None
@@ -166,11 +175,26 @@ def _set_up(plan: Plan) -> _Setup:
         confinement = resources.enter_context(
             confine(processes=plan.processes, memory_total=plan.memory_total, rlimits=plan.rlimits)
         )
-        pass_fds = open_pass_fds(plan, lifeline_read, code_file, waiter)
+        client, template = (None, False)
+        if role is not None:
+            client, template = _client_fds(role, confinement)
+        pass_fds = open_pass_fds(plan, lifeline_read, code_file, waiter, client, template)
     except BaseException:
         resources.close()
         raise
-    return _Setup(argv, confinement, code_file, pass_fds, resources, waiter)
+    init_at = -1 if role is None or template else CLIENT_INIT_PIDFD
+    return _Setup(argv, confinement, code_file, pass_fds, resources, waiter, init_at)
+
+
+def _client_fds(role: AsTemplate | AsCopy, confinement: Confinement) -> tuple[list[int], bool]:
+    """New fds for the copy client's slots of a template's or a copy's layout, and
+    whether it is a template's."""
+    from .copies import AsCopy as Copy  # only where templates are copied
+    from .copies import copy_fds, template_fds
+
+    if isinstance(role, Copy):
+        return copy_fds(role, confinement.cgroup_dir_fd, confinement.cgroup_procs), False
+    return template_fds(role), True
 
 
 def _close_pass_fds(setup: _Setup) -> None:
@@ -246,9 +270,13 @@ class Launched:
     unrun.  Owns the sandbox, its lifeline, its confinement (cgroup), its code file and
     its waiter's fds; ``close`` releases them all and is idempotent."""
 
-    def __init__(self, sandbox: _sandbox.Sandbox, setup: _Setup) -> None:
+    def __init__(
+        self, sandbox: _sandbox.Sandbox, setup: _Setup, code_fd: int | None = None
+    ) -> None:
         self._sandbox = sandbox
         self._setup = setup
+        #: A template's copy's: where its waiter writes the code (``Handover.code``).
+        self._code_fd = code_fd
         self._baseline = 0.0
         self._handed_over = False
         self.started_at = time.monotonic()
@@ -262,6 +290,12 @@ class Launched:
     def exited(self) -> bool:
         """It ended by itself (or was run or closed): it can run nothing now."""
         return self._sandbox.exited()
+
+    def said(self, seconds: float = 0.0) -> bytes:
+        """What its waiter said so far (``R`` once ready, ``X`` and why on a failure),
+        waiting up to ``seconds`` for its first word."""
+        waiter = self._setup.waiter
+        return waiter.said(seconds) if waiter is not None else b""
 
     def ready_within(self, seconds: float) -> bool:
         """Whether its waiter has said it is ready, waiting up to ``seconds`` for its
@@ -299,6 +333,8 @@ class Launched:
                 raise SandboxError("the warm sandbox ended before its code came")
             raise SandboxError(f"the warm sandbox was not ready within {within:g} s")
         code_file.write(code)
+        if self._code_fd is not None:
+            handover = replace(handover, code=(self._code_fd, code))
         waiter.hand(handover.encode())
         self._baseline = baseline
         self._handed_over = True
@@ -365,14 +401,15 @@ class Launched:
         self._setup.resources.close()
 
 
-def start(plan: Plan) -> Launched:
+def start(plan: Plan, role: AsTemplate | AsCopy | None = None) -> Launched:
     """Start ``plan``'s sandbox (a warm plan: ``waiter.waiting_plan``) without its code:
     bwrap, the init and the interpreter begin at once, and the interpreter runs the
-    waiter until ``Launched.hand_over`` and ``Launched.finish``.  Raises
-    ``SandboxError`` when bwrap cannot be started."""
+    waiter until ``Launched.hand_over`` and ``Launched.finish``; or, with ``role``, the
+    template of a kind's copies, or a copy of it (``copies.py``).  Raises
+    ``SandboxError`` when bwrap (or the copy client) cannot be started."""
     if not plan.layout.waiter:
         raise ValueError("only a warm plan (waiting_plan) can start before its code")
-    setup = _set_up(plan)
+    setup = _set_up(plan, role)
     try:
         try:
             options = setup.spawn_options(plan)
@@ -383,7 +420,16 @@ def start(plan: Plan) -> Launched:
     except BaseException:
         setup.resources.close()
         raise
-    return Launched(sandbox, setup)
+    return Launched(sandbox, setup, _copy_code_fd(plan, role))
+
+
+def _copy_code_fd(plan: Plan, role: AsTemplate | AsCopy | None) -> int | None:
+    """Where a template's copy's waiter writes its code; None for any other sandbox."""
+    if role is None:
+        return None
+    from .copies import AsCopy as Copy  # only where templates are copied
+
+    return plan.layout.code if isinstance(role, Copy) else None
 
 
 def launch(plan: Plan) -> Facts:

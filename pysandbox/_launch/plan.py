@@ -41,6 +41,16 @@ LIFELINE_FD = bwrap.SECCOMP_FD + 1
 FIRST_PAYLOAD_FD = LIFELINE_FD + 1
 #: A waiter's fds: the go pipe's read end, the ready pipe's write end, the payload memfd.
 WAITER_FDS = 3
+#: A copy client's fds: the template's control socket, then the files that join the
+#: copy's cgroup (v2: one ``cgroup.procs``; v1: a ``tasks`` per hierarchy, at most the
+#: pids, memory and cpuacct ones), ``/dev/null`` in the slots left over.  A root
+#: caller's template has the same slots: its end of the control socket, then the
+#: host paths its bwrap binds that its unprivileged ids cannot reach
+#: (``copies.blocked_sources``).
+CLIENT_FDS = 8
+#: Where a copy client keeps a pidfd of its copy's init once built, for the C core to
+#: pin the init by (``src/copy_client.c``'s ``INIT_PIDFD``).
+CLIENT_INIT_PIDFD = 3
 
 
 @record
@@ -69,6 +79,10 @@ class FdLayout:
     #: A warm sandbox's waiter fds (``waiter.WaiterEnds``: go, ready, payload), after
     #: the channels: open in the waiter, which closes them before the code runs.
     waiter: tuple[int, ...] = ()
+    #: A template's copy's (``copies.py``): the copy client's control socket and the
+    #: files that join its cgroup (``CLIENT_FDS``), after the readable paths; in the
+    #: template itself, its end of the control socket, then unused ``/dev/null``.
+    client: tuple[int, ...] = ()
 
     @classmethod
     def of(
@@ -80,23 +94,26 @@ class FdLayout:
         binds: int = 0,
         channels: int = 0,
         waiter: bool = False,
+        client: bool = False,
     ) -> FdLayout:
         """The layout for that many payloads, channels, API captures and readable paths,
-        a code file or not, and a waiter's fds or not."""
+        a code file or not, a waiter's fds or not, and a copy client's fds or not."""
         first_channel = FIRST_PAYLOAD_FD + payloads
         first_waiter = first_channel + channels
         code_fd = first_waiter + (WAITER_FDS if waiter else 0)
         first_bind = code_fd + int(code)
-        status = first_bind + binds
+        first_client = first_bind + binds
+        status = first_client + (CLIENT_FDS if client else 0)
         return cls(
             payloads=tuple(range(FIRST_PAYLOAD_FD, first_channel)),
             code=code_fd if code else None,
             status=status,
             report=status + 1,
             captures=tuple(range(status + 2, status + 2 + captures)),
-            binds=tuple(range(first_bind, status)),
+            binds=tuple(range(first_bind, first_client)),
             channels=tuple(range(first_channel, first_waiter)),
             waiter=tuple(range(first_waiter, code_fd)),
+            client=tuple(range(first_client, status)),
         )
 
 
@@ -164,6 +181,9 @@ class Plan:
     #: A warm sandbox's (``layout.waiter``): the template its waiter runs before it
     #: waits (``waiter.encode_template``); b"": none.
     template: bytes = b""
+    #: A warm plan whose sandboxes are copies of one sandbox of its kind that ran the
+    #: template (``copies.py``; its layout has the copy client's fds).
+    copies: bool = False
 
     def start_key(self) -> tuple[object, ...]:
         """What its sandbox is made of before the code runs: two warm plans
@@ -187,6 +207,7 @@ class Plan:
             tuple(self.readable),
             tuple(self.writable),
             self.template,
+            self.copies,
         )
 
 

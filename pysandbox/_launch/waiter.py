@@ -61,11 +61,15 @@ def _record(tag: bytes, body: bytes) -> bytes:
     return tag + len(body).to_bytes(8, "big") + body
 
 
-def encode_template(imports: Sequence[str], setup: str) -> bytes:
-    """The payload a warm sandbox starts with: the template's imports and set-up."""
+def encode_template(imports: Sequence[str], setup: str, serve: int | None = None) -> bytes:
+    """The payload a warm sandbox starts with: the template's imports and set-up, and
+    with ``serve``, the fd of the control socket on which it then serves copies
+    (``copies.py``) rather than wait for a call."""
     parts = [_record(b"i", name.encode()) for name in imports]
     if setup:
         parts.append(_record(b"s", setup.encode("utf-8")))
+    if serve is not None:
+        parts.append(_record(b"z", str(serve).encode()))
     return b"".join(parts)
 
 
@@ -81,6 +85,9 @@ class Handover:
     env: tuple[tuple[str, str], ...] = ()
     #: Input files, in the init's stream format (``encode_files``); b"": none.
     files: bytes = b""
+    #: A template's copy's: the fd of its code file and the code the waiter writes in
+    #: it (``copies.py``); None: the host's code file shows the code.
+    code: tuple[int, bytes] | None = None
 
     def encode(self) -> bytes:
         """The payload the waiter reads once told to go."""
@@ -94,6 +101,9 @@ class Handover:
             parts.append(_record(b"e", f"{key}={value}".encode("utf-8", "surrogateescape")))
         if self.files:
             parts.append(_record(b"f", self.files))
+        if self.code is not None:
+            fd, code = self.code
+            parts.append(_record(b"m", b"%d\n" % fd + code))
         return b"".join(parts)
 
 

@@ -12,7 +12,9 @@ interpreter no memory.
 1. It runs the template's trusted set-up, if the payload holds one (``i``: a module to
    import, ``s``: code to run in a namespace of its own, not the code's), with its
    output sent to ``/dev/null`` (it is not the call's).  A failure is told on the
-   ready pipe (``X`` and the traceback) and ends it.
+   ready pipe (``X`` and the traceback) and ends it.  A template whose copies are
+   made from it (``z``: the fd of its control socket, ``copies.py``) then says ``R``
+   and serves copies (``_serve``); each copy goes on from step 2 with its call's fds.
 2. It compiles a line (the compiler's first use makes its types: 1.3 ms), freezes the
    objects made so far (``gc.freeze``: the collector never walks them again, nor at
    the end of the call; not on Python 3.9 with neither ``atexit`` loaded nor a
@@ -25,7 +27,8 @@ interpreter no memory.
    and the position of the code's path in it (``c``), the environment variables to add
    (``e``), and the input files in the init's stream format (``f``), which it writes as
    the init does (0644, or 0755 when executable, less the umask; directories 0755;
-   never through a symlink, never over a file), copied from the memfd by the kernel.
+   never through a symlink, never over a file), copied from the memfd by the kernel;
+   a template's copy also gets its code (``m``), which it writes in its code file.
    It sets the variables, closes its three fds, and makes the interpreter what a fresh
    one would be at the code's first line: ``sys.argv``, ``sys.orig_argv``,
    ``sys.path[0]`` (where the interpreter put ``''`` for ``-c``), the importer cache's
@@ -204,6 +207,33 @@ def _unpack(fd, offset, size):  # type: (int, int, int) -> None
         offset = data_at + data_size
 
 
+#: Where a template's sandbox shows the C core (``bwrap.EXTENSION_PATH``).
+_EXTENSION = "/.pysandbox/_sandbox.so"
+
+
+def _serve(control):  # type: (int) -> None
+    """A template's step 2, once ready: serve copies on the ``control`` socket with the
+    C core (loaded from ``_EXTENSION``, never put in ``sys.modules``) until the host
+    closes it (then exit), and return in a copy only: confined, with the call's fds at
+    the waiter's numbers (``src/copy.c``)."""
+    imp = sys.modules["_imp"]
+    spec = type(sys)("spec")
+    spec.name, spec.origin = "pysandbox._sandbox", _EXTENSION  # type: ignore[attr-defined]
+    core = imp.create_dynamic(spec)
+    imp.exec_dynamic(core)
+    if not core.serve_copies(control):
+        os._exit(0)
+
+
+def _write_code(fd, offset, size):  # type: (int, int, int) -> None
+    """A copy's code (``m``: the fd of its code file, a newline, the code), written in
+    that file, which is read-only everywhere else, and the fd closed."""
+    head = os.pread(fd, min(size, 16), offset).split(b"\n", 1)[0]
+    target = int(head)
+    _copy(fd, target, offset + len(head) + 1, size - len(head) - 1)
+    os.close(target)
+
+
 def _wait(go, ready, payload):  # type: (int, int, int) -> tuple[str, list[str]]
     """Steps 1 to 3; returns the code's path and the program line."""
     files = [_guarded(go, "rb"), _guarded(ready, "wb"), _guarded(payload, "rb")]
@@ -222,6 +252,10 @@ def _wait(go, ready, payload):  # type: (int, int, int) -> tuple[str, list[str]]
     if _EXITS is not None or records:
         _GC.freeze()
     _tell(ready, b"R")
+    for tag, offset, size in records:
+        if tag == b"z":
+            _serve(int(_body(payload, offset, size)))
+            _tell(ready, b"R")
     if os.read(go, 1) != b"g":
         os._exit(1)
     try:
@@ -229,6 +263,9 @@ def _wait(go, ready, payload):  # type: (int, int, int) -> tuple[str, list[str]]
         for tag, offset, size in _records(payload):
             if tag == b"f":
                 _unpack(payload, offset, size)
+                continue
+            if tag == b"m":
+                _write_code(payload, offset, size)
                 continue
             body = _body(payload, offset, size).decode("utf-8", "surrogateescape")
             if tag == b"p":

@@ -42,7 +42,7 @@ from .._api.run import (
 )
 from .._api.session import DEFAULT_CPU_BUDGET, DEFAULT_IDLE_TIMEOUT, DEFAULT_LIFETIME, Session
 from .._launch import closer
-from .._launch.launcher import launch, start
+from .._launch.launcher import launch
 from .._launch.plan import Facts, Plan
 from .._launch.waiter import Handover
 from .._model.cancel import AnyOf, CancelEvent, Cancelled
@@ -280,7 +280,7 @@ class Runner:
         try:
             launched = pool.take(waiting, plan.code, handover, until, within, plan.cancel)
             if launched is None and template is not None:
-                launched = start(waiting)
+                launched = pool.start_now(waiting, until, within)
                 try:
                     launched.hand_over(plan.code, handover, until, within, plan.cancel)
                 except BaseException:

@@ -36,13 +36,17 @@ import os
 import threading
 import time
 import weakref
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .._launch.launcher import Launched, start
 from .._launch.plan import Plan
 from .._launch.waiter import Handover
 from .._model.cancel import CancelEvent
 from .._model.errors import SandboxError
+from .._model.escape import escape_report
+
+if TYPE_CHECKING:
+    from .._launch.copier import Copier
 
 __all__ = ["KeptPool", "WarmPool"]
 
@@ -66,6 +70,15 @@ def _forget_after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def _set_up_failure(said: bytes) -> SandboxError:
+    """The error of a template sandbox whose set-up failed (``X`` and the traceback) or
+    did not finish, as a warm sandbox's hand-over raises it."""
+    if said.startswith(b"X"):
+        shown = escape_report(said[1:].decode("utf-8", "replace")).rstrip()
+        return SandboxError("the template's set-up failed in the sandbox:\n" + shown)
+    return SandboxError(f"the template's set-up did not finish within {_SETTLE_SECONDS:g} s")
 
 
 def template_of(plan: Plan) -> Plan:
@@ -156,6 +169,11 @@ class WarmPool(KeptPool[tuple[tuple[object, ...], Launched]]):
         self._templates: dict[tuple[object, ...], Plan] = {self._key: template}
         self._last_call: dict[tuple[object, ...], float] = {self._key: time.monotonic()}
         self._kind_failures: dict[tuple[object, ...], int] = {}
+        #: The template sandbox of each kind whose sandboxes are its copies
+        #: (``Plan.copies``), started and ended by the keeper thread only, and what
+        #: the set-up of a kind's last one that failed said.
+        self._copiers: dict[tuple[object, ...], Copier] = {}
+        self._copy_failures: dict[tuple[object, ...], SandboxError] = {}
         self._keeper.start()
 
     @property
@@ -258,6 +276,10 @@ class WarmPool(KeptPool[tuple[tuple[object, ...], Launched]]):
                     self._lock.wait(_CHECK_SECONDS)
         for _, launched in ready:
             launched.close()
+        with self._lock:
+            copiers, self._copiers = list(self._copiers.values()), {}
+        for copier in copiers:
+            copier.close()
 
     def _next_request(self) -> tuple[tuple[object, ...], Plan] | None:
         """The oldest request of a kind still warmed (the lock held), or None."""
@@ -312,7 +334,7 @@ class WarmPool(KeptPool[tuple[tuple[object, ...], Launched]]):
             if len(self._ready) >= self.size:
                 return
         try:
-            launched = start(template)
+            launched = self._copy(key, template) if template.copies else start(template)
         except Exception:
             with self._lock:
                 self._kind_failures[key] = self._kind_failures.get(key, 0) + 1
@@ -328,6 +350,67 @@ class WarmPool(KeptPool[tuple[tuple[object, ...], Launched]]):
             return
         if template.template:
             self._settle(key, launched)
+
+    def _copy(self, key: tuple[object, ...], plan: Plan) -> Launched:
+        """A copy of the template sandbox of ``plan``'s kind, started first when there is
+        none (or it ended), and waited for until its set-up is done (at most
+        ``_SETTLE_SECONDS``); the template sandboxes of kinds the pool forgot are ended
+        here.  Raises ``SandboxError`` when the set-up failed (what it said is kept for
+        the calls: ``start_now``) or the copy could not be started.  The keeper thread
+        only: a sandbox dies with the thread that started it."""
+        from .._launch.copier import Copier  # only where templates are copied
+
+        with self._lock:
+            forgotten = [k for k in self._copiers if k not in self._templates]
+            ended = [k for k, c in self._copiers.items() if k not in forgotten and c.exited()]
+            gone = [self._copiers.pop(k) for k in forgotten + ended]
+            copier = self._copiers.get(key)
+        for old in gone:
+            old.close()
+        if copier is None:
+            copier = Copier(plan)
+            with self._lock:
+                self._copiers[key] = copier
+                self._copy_failures.pop(key, None)
+            said = copier.ready_within(_SETTLE_SECONDS)
+            if not said.startswith(b"R"):
+                with self._lock:
+                    self._copiers.pop(key, None)
+                    self._copy_failures[key] = _set_up_failure(said)
+                    self._lock.notify_all()
+                copier.close()
+                raise self._copy_failures[key]
+            with self._lock:
+                self._lock.notify_all()
+        return copier.copy(plan)
+
+    def start_now(self, plan: Plan, until: float, within: float) -> Launched:
+        """A sandbox of the warm ``plan``'s kind started now for one call, in the
+        calling thread: for a kind of copies, a copy of its template sandbox, waited for
+        until ``until`` (a ``time.monotonic()`` value) while the keeper starts it;
+        otherwise a sandbox that runs the template's set-up first.  Raises
+        ``SandboxError`` when the set-up failed (with what it said), or was not done in
+        time (``within`` seconds, for the message)."""
+        if not plan.copies:
+            return start(plan)
+        key = plan.start_key()
+        with self._lock:
+            while True:
+                copier = self._copiers.get(key)
+                if copier is not None and copier.ready_within(0.0).startswith(b"R"):
+                    break
+                failure = self._copy_failures.get(key)
+                if failure is not None:
+                    raise failure
+                left = until - time.monotonic()
+                if left <= 0 or self._closed:
+                    raise SandboxError(f"the template's set-up was not done within {within:g} s")
+                if copier is None and all(k != key for k, _ in self._requests):
+                    self._templates[key] = template_of(plan)
+                    self._requests.append((key, self._templates[key]))
+                    self._lock.notify_all()
+                self._lock.wait(min(left, 0.05))
+        return copier.copy(plan)
 
     def _settle(self, key: tuple[object, ...], launched: Launched) -> None:
         """Wait until ``launched`` is ready (then its kind's failures are forgotten),

@@ -85,9 +85,15 @@ def _kind_plan(
             files=template.files if template is not None else None,
         ),
         waiter=True,
+        client=template is not None and template.copies,
     )
     if template is None:
         return waiting_plan(plan)
+    if template.copies:
+        payload = encode_template(template.imports, template.setup, plan.layout.client[0])
+        return dataclasses.replace(
+            waiting_plan(_cpu_for_setup(plan, template), payload), copies=True
+        )
     payload = encode_template(template.imports, template.setup)
     return waiting_plan(_cpu_for_setup(plan, template), payload)
 

@@ -125,6 +125,13 @@ def encode(value):
     return value
 
 
+def through_a_copy(code, **options):
+    # run_python in a copy of a template sandbox, as a Runner with copies makes one.
+    template = pysandbox.Template(copies=True)
+    with pysandbox.Runner(warm=1, limits=options.pop("limits", None), template=template) as runner:
+        return runner.run_python(code, **options)
+
+
 request = json.loads(sys.stdin.read())
 options = {key: decode(value) for key, value in request["options"].items()}
 if request["limits"] is not None:
@@ -133,7 +140,10 @@ if request["callback"]:
     options["stdin"] = forward
 answer = {"uid": os.getuid(), "euid": os.geteuid(), "pid": os.getpid()}
 try:
-    result = getattr(pysandbox, request["function"])(request["target"], **options)
+    if request.get("copies") and request["function"] == "run_python":
+        result = through_a_copy(request["target"], **options)
+    else:
+        result = getattr(pysandbox, request["function"])(request["target"], **options)
 except Exception as exc:
     answer["error"] = [type(exc).__name__, str(exc)]
 else:
@@ -303,6 +313,24 @@ class SessionCaller(InProcessCaller):
         return result_of_cell(cell)
 
 
+class CopyCaller(InProcessCaller):
+    """The test process calls the API, and ``run_python`` runs the code in a copy of a
+    template sandbox (``Template(copies=True)``) of a ``Runner`` with the call's limits:
+    the attack suite through a copy's namespaces, mounts, identity and confinement,
+    which the copy made itself inside the template's sandbox."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name = "copy"
+
+    def run_python(self, code: str, **options: object) -> Result:
+        limits = options.pop("limits", None)
+        assert limits is None or isinstance(limits, Limits)
+        template = pysandbox.Template(copies=True)
+        with pysandbox.Runner(warm=1, limits=limits, template=template) as runner:
+            return runner.run_python(code, **options)  # type: ignore[arg-type]
+
+
 def result_of_cell(cell: CellResult) -> Result:
     """``cell`` as the ``Result`` of ``python`` running the same code."""
     status, returncode, stderr = cell.status, cell.returncode, cell.stderr
@@ -329,8 +357,11 @@ def result_of_cell(cell: CellResult) -> Result:
 class DriverCaller(Caller):
     """A process of an unprivileged uid calls the API through ``DRIVER``."""
 
-    def __init__(self, installation: Installation, uid: int, first_peer: int) -> None:
-        self.name = "nonroot"
+    def __init__(
+        self, installation: Installation, uid: int, first_peer: int, copies: bool = False
+    ) -> None:
+        self.name = "copy-nonroot" if copies else "nonroot"
+        self._copies = copies
         self.uid = uid
         self.python = installation.python
         self.package = installation.path / "pysandbox"
@@ -355,7 +386,7 @@ class DriverCaller(Caller):
         if count > UIDS_PER_WORKER - 1:
             raise ValueError(f"at most {UIDS_PER_WORKER - 1} peers")
         return [
-            DriverCaller(self._installation, self._first_peer + i, self._first_peer)
+            DriverCaller(self._installation, self._first_peer + i, self._first_peer, self._copies)
             for i in range(count)
         ]
 
@@ -409,6 +440,7 @@ class DriverCaller(Caller):
             "limits": None if limits is None else dataclasses.asdict(limits),  # type: ignore[call-overload]
             "callback": callback is not None,
             "fields": [field.name for field in dataclasses.fields(record)],
+            "copies": self._copies,
         }
         wall = limits.wall_time if isinstance(limits, Limits) else Limits().wall_time
         wall = max(wall, float(options.get("timeout_max_time_sec", 0)))  # type: ignore[arg-type]
@@ -558,6 +590,10 @@ def processes_of(uids: range) -> list[int]:
     return found
 
 
-#: For a test of the attack suite whose attacks hold for a session's calls too: run it
-#: as root, as a non-root caller and through a ``Session`` (``SessionCaller``).
-WITH_SESSIONS = pytest.mark.parametrize("caller", ["root", "nonroot", "session"], indirect=True)
+#: For a test of the attack suite whose attacks hold for a session's calls and a
+#: template's copies too: run it as root, as a non-root caller, through a ``Session``
+#: (``SessionCaller``), and through a copy of a template, as root (``CopyCaller``) and as
+#: a non-root caller.
+THROUGH_EVERY_PATH = pytest.mark.parametrize(
+    "caller", ["root", "nonroot", "session", "copy", "copy-nonroot"], indirect=True
+)

@@ -1,0 +1,402 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * copy.c: a template's copies, made inside the template's sandbox.
+ *
+ * A template is a sandbox whose interpreter has done its set-up and then
+ * serves copies (module.c's serve_copies): for each request a copy client
+ * (copy_client.c, started by the host's C core in the job's cgroup in place
+ * of bwrap) sends on the template's control socket, it forks, and the child
+ * (called X here) makes a sandbox of its own around a fork of the
+ * interpreter:
+ *
+ *   1. X says hello on the link (the client reads X's host pid from the
+ *      credentials the kernel attaches, moves X into the job's cgroup, and
+ *      acknowledges); it puts the request's fds at the numbers the job's
+ *      init and program expect and closes every other;
+ *   2. X unshares the mount, pid, network, IPC, UTS and cgroup namespaces
+ *      and forks P1, pid 1 of the new pid namespace; X then only waits:
+ *      when P1 exits, X tells the client its exit code, and when the client
+ *      goes, X kills P1;
+ *   3. P1 mounts the copy's own /proc (its /proc/sys read-only, as a fresh
+ *      sandbox's) and a new tmpfs, as large as the template's, over the
+ *      working directory, makes the code file in it read-only (the waiter
+ *      writes the call's code through an fd of it), and
+ *      tells the client it is built (with a pidfd of itself, which the
+ *      client keeps for the C core to pin the copy's init by);
+ *   4. P1 forks P2, the program, and executes pysandbox's init in its
+ *      --adopt mode, which supervises P2 and reports as for a fresh sandbox;
+ *   5. P2 copies the template's working directory into its own, confines
+ *      itself (rlimits, its identity, no capability, no_new_privs, Landlock,
+ *      the whole syscall filter), waits until the init supervises it, and
+ *      returns: the interpreter then runs the waiter's hand-over as in a
+ *      warm sandbox.
+ *
+ * The request's words (sbx_copy_request.text) are options, then "--" and
+ * the init's command line:
+ *
+ *   --fds N,N,...    where the carried fds go, in order (the link excluded)
+ *   --keep N,N,...   the fds the program keeps (the waiter's, stdio)
+ *   --id UID:GID     who the copy is in the template's user namespace
+ *   --rlimit R:SOFT:HARD    a resource limit of the copy (repeated)
+ *   --landlock-write PATH   where the program may write (repeated)
+ *   --code FD:PATH   the code file to make at PATH, read-only, with a writable
+ *                    fd of it at FD in the program
+ *   --workdir PATH   the working directory to renew
+ *   --seccomp-fd N   the memfd with the syscall filter's BPF program
+ *
+ * X, P1 and P2 are forks of an interpreter whose other threads did not
+ * follow: they make raw system calls and the C library's async-signal-safe
+ * calls, and malloc (glibc's is reset at fork) only where noted.  Nothing
+ * here takes the GIL; module.c forks X with Python's fork hooks.
+ */
+#define _GNU_SOURCE
+#include "copy.h"
+
+#include "fdpass.h"
+#include "landlock.h"
+#include "sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_FILTER_BYTES (64 * 1024)
+
+/*
+ * tell: send text (a NUL-terminated message) on the link, with fd attached
+ * when it is not -1.  Returns 0, or -1 with errno.  Async-signal-safe.
+ */
+static int tell(int link, const char *text, int fd)
+{
+    return sbx_fd_send(link, text, strlen(text), &fd, fd >= 0 ? 1 : 0);
+}
+
+/*
+ * fail: tell the client why the copy could not be made ("E" and the
+ * reason, with errno's text) and exit 127.  X and P1 only (the link is
+ * theirs); async-signal-safe but for snprintf of plain strings.
+ */
+static _Noreturn void fail(int link, const char *what)
+{
+    char message[512];
+    snprintf(message, sizeof message, "E%s: %s", what, strerror(errno));
+    tell(link, message, -1);
+    _exit(127);
+}
+
+/*
+ * mount_ro_over: bind path onto itself read-only (nosuid, nodev, noexec),
+ * as bwrap's --ro-bind of /proc/sys does; a path that is missing is left
+ * alone.  Returns 0 or -1.
+ */
+static int mount_ro_over(const char *path)
+{
+    if (access(path, F_OK) != 0)
+        return errno == ENOENT ? 0 : -1;
+    if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) != 0)
+        return -1;
+    return mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL);
+}
+
+/*
+ * build_root: P1's mounts in the copy's mount namespace: every mount made
+ * private, a /proc of the copy's pid namespace (its sys and sysrq-trigger
+ * read-only), and a new tmpfs at the working directory, of the template's
+ * size, entered (the template's, which the process was in, is covered),
+ * with the code file in it, empty, 0444 and bound read-only over
+ * itself; a writable fd of it at --code's FD, through which the program's
+ * waiter writes the call's code once it has it.  Returns an fd of the
+ * template's working directory, now hidden (for P2 to copy from), or fails.
+ */
+static int build_root(int link, const struct sbx_copy_options *opt)
+{
+    char data[64];
+    struct statfs fs;
+    int old, made;
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+        fail(link, "making the copy's mounts private");
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+        fail(link, "mounting the copy's /proc");
+    if (mount_ro_over("/proc/sys") != 0 || mount_ro_over("/proc/sysrq-trigger") != 0)
+        fail(link, "covering the copy's /proc/sys");
+    made = open(opt->workdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    /* Above the link, which is above every fd placed: not the code's fd. */
+    old = made < 0 ? -1
+                   : fcntl(made, F_DUPFD_CLOEXEC, (link > opt->code_fd ? link : opt->code_fd) + 1);
+    if (made >= 0)
+        close(made);
+    if (old < 0 || fstatfs(old, &fs) != 0)
+        fail(link, "opening the template's working directory");
+    snprintf(data, sizeof data, "size=%llu,mode=0777",
+             (unsigned long long)fs.f_blocks * (unsigned long long)fs.f_bsize);
+    if (mount("tmpfs", opt->workdir, "tmpfs", MS_NOSUID | MS_NODEV, data) != 0)
+        fail(link, "mounting the copy's working directory");
+    /* The working directory was the template's, now covered: the new one. */
+    if (chdir(opt->workdir) != 0)
+        fail(link, "entering the copy's working directory");
+    if (opt->code_path == NULL)
+        return old;
+    made = open(opt->code_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+    if (made < 0)
+        fail(link, "making the code file");
+    if (mount(opt->code_path, opt->code_path, NULL, MS_BIND, NULL) != 0 ||
+        mount(NULL, opt->code_path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+              NULL) != 0)
+        fail(link, "making the code file read-only");
+    if (made != opt->code_fd) {
+        if (dup2(made, opt->code_fd) < 0)
+            fail(link, "placing the code file's fd");
+        close(made);
+    }
+    fcntl(opt->code_fd, F_SETFD, 0);
+    return old;
+}
+
+/*
+ * install_filter: add the syscall filter whose BPF program is in the memfd
+ * seccomp_fd (no_new_privs is set by then).  Returns 0 or -1.
+ */
+static int install_filter(int seccomp_fd)
+{
+    static struct sock_filter program[MAX_FILTER_BYTES / sizeof(struct sock_filter)];
+    struct sock_fprog filter;
+    ssize_t n = pread(seccomp_fd, program, sizeof program, 0);
+    if (n <= 0 || n % (ssize_t)sizeof(struct sock_filter) != 0) {
+        errno = n < 0 ? errno : EINVAL;
+        return -1;
+    }
+    filter.len = (unsigned short)(n / (ssize_t)sizeof(struct sock_filter));
+    filter.filter = program;
+    return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter, 0, 0);
+}
+
+/*
+ * drop_identity: become the copy's identity (--id; the template's own
+ * without it) with no capability in any set: the bounding set is emptied
+ * first, while CAP_SETPCAP is there.  Returns 0, or -1 with errno.
+ */
+static int drop_identity(const struct sbx_copy_options *opt)
+{
+    struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct caps[2];
+    int cap;
+    for (cap = 0; cap <= 63; cap++) {
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL)
+            return -1;
+    }
+    if (opt->has_id && (setresgid(opt->gid, opt->gid, opt->gid) != 0 ||
+                        setresuid(opt->uid, opt->uid, opt->uid) != 0))
+        return -1;
+    memset(caps, 0, sizeof caps);
+    if (syscall(SYS_capset, &header, caps) != 0)
+        return -1;
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
+        return -1;
+    return 0;
+}
+
+/*
+ * restrict_copy: the rest of what a fresh sandbox's init does before the
+ * program runs, once the identity is dropped: the copy's rlimits (none above
+ * the template's hard limits, which only privilege could raise),
+ * no_new_privs, Landlock for the program, then the syscall filter.
+ * Returns 0, or -1 with errno and *what set.
+ */
+static int restrict_copy(const struct sbx_copy_options *opt, int program, const char **what)
+{
+    size_t i;
+    *what = "setting the copy's rlimits";
+    for (i = 0; i < opt->n_rlimits; i++) {
+        struct rlimit limit = {opt->rlimits[i].soft, opt->rlimits[i].hard}, now;
+        /* A limit above the template's cannot be raised (a non-root caller's
+         * RLIMIT_NPROC is counted when each sandbox starts): the lower holds. */
+        if (getrlimit(opt->rlimits[i].resource, &now) != 0)
+            return -1;
+        if (limit.rlim_max > now.rlim_max)
+            limit.rlim_max = now.rlim_max;
+        if (limit.rlim_cur > limit.rlim_max)
+            limit.rlim_cur = limit.rlim_max;
+        if (setrlimit(opt->rlimits[i].resource, &limit) != 0)
+            return -1;
+    }
+    *what = "setting no_new_privs";
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+        return -1;
+    *what = "restricting the program with Landlock";
+    if (program && sbx_landlock_restrict() != 0)
+        return -1;
+    *what = "installing the syscall filter";
+    return install_filter(opt->seccomp_fd);
+}
+
+/*
+ * watch_init: X's rest, once P1 exists: wait until P1 exits, then tell the
+ * client its exit code ("x" and the code: 128 + the signal if killed), or
+ * until the client goes (the link hangs up), then kill P1.  Never returns.
+ */
+static _Noreturn void watch_init(int link, pid_t init)
+{
+    struct pollfd watched[2];
+    char message[32];
+    int status = 0, pidfd, n;
+    sbx_close_all_but(NULL, 0, link);
+    pidfd = (int)syscall(SYS_pidfd_open, init, 0);
+    n = pidfd >= 0 ? 2 : 1;
+    watched[0] = (struct pollfd){link, POLLIN, 0};
+    watched[1] = (struct pollfd){pidfd, POLLIN, 0};
+    for (;;) {
+        if (poll(watched, (nfds_t)n, pidfd >= 0 ? -1 : 100) < 0 && errno != EINTR)
+            break;
+        if (watched[0].revents != 0) {
+            char sink[16];
+            if (watched[0].revents & (POLLHUP | POLLERR) ||
+                recv(link, sink, sizeof sink, MSG_DONTWAIT) == 0)
+                break;
+        }
+        if (waitpid(init, &status, WNOHANG) == init) {
+            snprintf(message, sizeof message, "x%d",
+                     WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+            tell(link, message, -1);
+            _exit(0);
+        }
+    }
+    kill(init, SIGKILL);
+    waitpid(init, &status, 0);
+    _exit(0);
+}
+
+/*
+ * start_program: P1's fork of P2, the program: it drops to the copy's
+ * identity, copies the template's working directory (old_workdir) into the
+ * new one, confines itself, closes
+ * every fd the program does not keep, and waits for the init's byte on
+ * ready[0].  Returns 0 in P2 only (any failure there is told on the link,
+ * which P2 holds until it is confined); P2's pid in P1.
+ */
+static pid_t start_program(int link, const struct sbx_copy_options *opt, int old_workdir,
+                           const int ready[2])
+{
+    const char *what, *skip = NULL;
+    char byte;
+    int workdir;
+    pid_t program = fork();
+    if (program != 0)
+        return program;
+    close(ready[1]);
+    if (opt->code_path != NULL && strncmp(opt->code_path, opt->workdir, strlen(opt->workdir)) == 0)
+        skip = opt->code_path + strlen(opt->workdir) + 1;
+    if (drop_identity(opt) != 0)
+        fail(link, "becoming the copy's user");
+    workdir = open(opt->workdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (workdir < 0 || sbx_copy_tree(old_workdir, workdir, skip) != 0)
+        fail(link, "copying the template's working directory");
+    close(workdir);
+    close(old_workdir);
+    if (restrict_copy(opt, 1, &what) != 0)
+        fail(link, what);
+    close(opt->seccomp_fd);
+    sbx_close_all_but(opt->keep, opt->n_keep, ready[0]);
+    while (read(ready[0], &byte, 1) < 0 && errno == EINTR)
+        continue;
+    close(ready[0]);
+    return 0;
+}
+
+/*
+ * run_init: P1's rest, once P2 exists: confine itself as the init of a
+ * fresh sandbox is, and execute the init with --adopt (the link, close-on-
+ * exec, stays open until then to tell a failure).  Never returns.
+ * malloc-free: the adopted command line is built on the stack.
+ */
+static _Noreturn void run_init(int link, struct sbx_copy_options *opt, pid_t program, int ready)
+{
+    char adopt[32];
+    char *argv[MAX_INIT_ARGS + 3];
+    const char *what;
+    size_t i;
+    snprintf(adopt, sizeof adopt, "%d:%d", (int)program, ready);
+    argv[0] = opt->init_argv[0];
+    argv[1] = "--adopt";
+    argv[2] = adopt;
+    for (i = 1; i < opt->n_init; i++)
+        argv[i + 2] = opt->init_argv[i];
+    argv[opt->n_init + 2] = NULL;
+    if (drop_identity(opt) != 0)
+        fail(link, "dropping the init's capabilities");
+    if (restrict_copy(opt, 0, &what) != 0)
+        fail(link, what);
+    close(opt->seccomp_fd);
+    if (fcntl(ready, F_SETFD, 0) != 0)
+        fail(link, "passing the init its fd");
+    execv(argv[0], argv);
+    fail(link, "executing the init");
+}
+
+/*
+ * sbx_copy_become: make the calling process (X, a fresh fork of the
+ * template's interpreter holding the request) into a copy, as the top of
+ * this file says.  Returns 0 in the copy's program only, with every
+ * namespace, mount, limit and restriction in place and the init
+ * supervising it; X and P1 never return.  A failure before P2 is confined
+ * is told to the client, which reports it as a sandbox that could not be
+ * built.  No GIL (module.c released nothing: the process is single-threaded).
+ */
+int sbx_copy_become(struct sbx_copy_request *request)
+{
+    struct sbx_copy_options opt;
+    pid_t init, program;
+    int link = request->fds[0], old_workdir, ready[2];
+    char ack = 0;
+    errno = EINVAL;
+    if (sbx_copy_parse(request, &opt) != 0)
+        fail(link, "a malformed copy request");
+    if (tell(link, "h", -1) != 0 || recv(link, &ack, 1, 0) != 1 || ack != 'k') {
+        errno = ECONNRESET;
+        fail(link, "the copy client did not take the copy");
+    }
+    link = sbx_copy_place_fds(request, &opt);
+    if (link < 0)
+        fail(request->fds[0], "placing the copy's fds");
+    if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
+                CLONE_NEWCGROUP) != 0 &&
+        (errno != EINVAL ||
+         unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) != 0))
+        fail(link, "making the copy's namespaces");
+    init = fork();
+    if (init < 0)
+        fail(link, "starting the copy's init");
+    if (init > 0)
+        watch_init(link, init);
+    old_workdir = build_root(link, &opt);
+    if (tell(link, "b", (int)syscall(SYS_pidfd_open, getpid(), 0)) != 0)
+        fail(link, "telling the copy client");
+    if (pipe2(ready, O_CLOEXEC) != 0)
+        fail(link, "making the copy's ready pipe");
+    program = start_program(link, &opt, old_workdir, ready);
+    if (program < 0)
+        fail(link, "starting the copy's program");
+    if (program == 0)
+        return 0;
+    close(ready[0]);
+    close(old_workdir);
+    if (opt.code_fd >= 0)
+        close(opt.code_fd);
+    run_init(link, &opt, program, ready[1]);
+}

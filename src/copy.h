@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * copy.h: a template's copies, made inside the template's sandbox (copy.c).
+ * Plain C: never includes Python.h.
+ */
+#ifndef PYSANDBOX_COPY_H
+#define PYSANDBOX_COPY_H
+
+#include <stddef.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+/* The most fds one request may carry (the link included). */
+#define SBX_COPY_MAX_FDS 64
+/* The largest request: its words, NUL-separated. */
+#define SBX_COPY_MAX_REQUEST 65536
+
+/*
+ * One request for a copy, as received from the copy client (copy_client.c):
+ * its words (NUL-separated in text, length bytes) and the fds it carried,
+ * the link to the client first.  Owns the fds until sbx_copy_release.
+ */
+struct sbx_copy_request {
+    char text[SBX_COPY_MAX_REQUEST];
+    size_t length;
+    int fds[SBX_COPY_MAX_FDS];
+    size_t n_fds;
+};
+
+/* The most rlimits and init arguments a request may give. */
+#define MAX_RLIMITS 16
+#define MAX_INIT_ARGS 96
+
+/* A request's options, pointing into its text. */
+struct sbx_copy_options {
+    int targets[SBX_COPY_MAX_FDS];
+    size_t n_targets;
+    int keep[SBX_COPY_MAX_FDS];
+    size_t n_keep;
+    int has_id;
+    uid_t uid;
+    gid_t gid;
+    struct {
+        int resource;
+        rlim_t soft, hard;
+    } rlimits[MAX_RLIMITS];
+    size_t n_rlimits;
+    int code_fd;
+    const char *code_path;
+    const char *workdir;
+    int seccomp_fd;
+    char *init_argv[MAX_INIT_ARGS + 3];
+    size_t n_init;
+};
+
+int sbx_copy_receive(int control_fd, struct sbx_copy_request *request);
+int sbx_copy_parse(struct sbx_copy_request *request, struct sbx_copy_options *opt);
+int sbx_copy_place_fds(struct sbx_copy_request *request, const struct sbx_copy_options *opt);
+void sbx_close_all_but(const int *keep, size_t n, int also);
+int sbx_copy_tree(int from_dir, int to_dir, const char *skip);
+void sbx_copy_release(struct sbx_copy_request *request);
+int sbx_copy_become(struct sbx_copy_request *request);
+void sbx_copy_reap(void);
+
+#endif
