@@ -17,12 +17,11 @@
  *      and forks P1, pid 1 of the new pid namespace; X then only waits:
  *      when P1 exits, X tells the client its exit code, and when the client
  *      goes, X kills P1;
- *   3. P1 mounts the copy's own /proc (its /proc/sys read-only, as a fresh
- *      sandbox's) and a new tmpfs, as large as the template's, over the
- *      working directory, makes the code file in it read-only (the waiter
- *      writes the call's code through an fd of it), and
- *      tells the client it is built (with a pidfd of itself, which the
- *      client keeps for the C core to pin the copy's init by);
+ *   3. P1 brings up the copy's loopback device, mounts the copy's own /proc (its /proc/sys
+ * read-only, as a fresh sandbox's) and a new tmpfs, as large as the template's, over the working
+ * directory, makes the code file in it read-only (the waiter writes the call's code through an fd
+ * of it), and tells the client it is built (with a pidfd of itself, which the client keeps for the
+ * C core to pin the copy's init by);
  *   4. P1 forks P2, the program, and executes pysandbox's init in its
  *      --adopt mode, which supervises P2 and reports as for a fresh sandbox;
  *   5. P2 copies the template's working directory into its own, confines
@@ -61,12 +60,14 @@
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <net/if.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -113,6 +114,28 @@ static int mount_ro_over(const char *path)
     if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) != 0)
         return -1;
     return mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL);
+}
+
+/*
+ * bring_up_loopback: the copy's network namespace's loopback device up, as
+ * bwrap's --unshare-net leaves a fresh sandbox's (the kernel then gives it
+ * 127.0.0.1 and ::1): code that serves and calls itself on localhost works
+ * in a copy as in a fresh sandbox.  P1, with CAP_NET_ADMIN.  0 or -1.
+ */
+static int bring_up_loopback(void)
+{
+    struct ifreq request;
+    int rc = -1, fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    memset(&request, 0, sizeof request);
+    strcpy(request.ifr_name, "lo");
+    if (ioctl(fd, SIOCGIFFLAGS, &request) == 0) {
+        request.ifr_flags |= IFF_UP | IFF_RUNNING;
+        rc = ioctl(fd, SIOCSIFFLAGS, &request);
+    }
+    close(fd);
+    return rc;
 }
 
 /*
@@ -384,6 +407,8 @@ int sbx_copy_become(struct sbx_copy_request *request)
         fail(link, "starting the copy's init");
     if (init > 0)
         watch_init(link, init);
+    if (bring_up_loopback() != 0)
+        fail(link, "bringing up the copy's loopback device");
     old_workdir = build_root(link, &opt);
     if (tell(link, "b", (int)syscall(SYS_pidfd_open, getpid(), 0)) != 0)
         fail(link, "telling the copy client");

@@ -201,7 +201,7 @@ def template_namespace_options(root_caller: bool) -> list[str]:
     ``--disable-userns``: its nested user namespace would own none of the sandbox's
     mounts, which a copy's mount namespace would then lock (its ``/proc`` could not be
     mounted); the template's syscall filter refuses a new user namespace instead."""
-    keep = ["CAP_SYS_ADMIN", "CAP_SETPCAP"]
+    keep = ["CAP_SYS_ADMIN", "CAP_SETPCAP", "CAP_NET_ADMIN"]
     if root_caller:
         keep += ["CAP_SETUID", "CAP_SETGID"]
         options = [*namespace_options(True)[:5], "--cap-drop", "ALL"]

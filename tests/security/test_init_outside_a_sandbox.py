@@ -143,13 +143,42 @@ def test_pid_1_without_pysandboxs_set_up_refuses(options: list[str]) -> None:
     assert REFUSAL in out.stderr and "ran" not in out.stdout, out
 
 
-def test_the_init_is_the_only_program_the_package_installs() -> None:
-    """So the init's refusal covers every helper: the rest is Python and the extension
-    module (loaded by the interpreter, never run)."""
+def test_the_init_and_the_copy_client_are_the_only_programs_the_package_installs() -> None:
+    """So the init's refusal and the copy client's (below) cover every helper: the rest
+    is Python and the extension module (loaded by the interpreter, never run)."""
     package = Path(pysandbox.__file__).parent
     programs = {
         path.name
         for path in package.iterdir()
         if path.is_file() and os.access(path, os.X_OK) and not path.name.endswith(".so")
     }
-    assert programs == {"_init"}
+    assert programs == {"_init", "_copy"}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["--control-fd", "0", "--status-fd", "1", "--forward", "0", "--", "--keep", "0"],
+        ["--template", "--", "/bin/true"],
+        ["--template", "--userns-fd", "0", "--", "/bin/true"],
+    ],
+    ids=["bare", "no-template-socket", "no-user-namespace", "not-a-user-namespace"],
+)
+def test_the_copy_client_started_by_hand_does_nothing(argv: list[str], lone_uid: int) -> None:
+    """``pysandbox/_copy`` (``src/copy_client.c``) started by hand, as root and as a
+    uid with nothing else, without the template's control socket or a user namespace
+    from the launch: it says why and exits 1, having run nothing."""
+    client = Path(pysandbox.__file__).parent / "_copy"
+    for user in (None, lone_uid):
+        out = subprocess.run(
+            [str(client), *argv],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            user=user,
+            timeout=10,
+            check=False,
+        )
+        assert out.returncode == 1 and out.stderr.startswith("pysandbox-copy: "), out
+        assert out.stdout == "", out

@@ -1,0 +1,237 @@
+# SPDX-License-Identifier: MIT
+"""Copies of a template (``Template(copies=True)``): each warm sandbox is a fork of one
+sandbox that ran the set-up once, made into a sandbox of its own (``src/copy.c``).  Each
+claim is checked by code that tries to break it and, where it can be, on the host: a
+copy has its own pid, mount, network and IPC namespaces, its own ``/proc``, working
+directory, identity (a root caller's) and limits; it cannot reach its template or a
+sibling; the template never runs a call's code; nothing is left once the Runner closes.
+The attack suite runs through copies too (``THROUGH_EVERY_PATH``)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import time
+
+import pytest
+from support.timing import slow
+from support.warm import wait_ready
+
+from pysandbox import Limits, Runner, SandboxError, Status, Template
+from pysandbox._cgroups.sweep import reaper as cgroup_reaper
+from pysandbox._launch.bwrap import SANDBOX_ID_BASE, SANDBOX_ID_SPAN
+
+TEMPLATE = Template(
+    imports=["xml.dom.minidom"],
+    setup="import xml.dom.minidom\nsecret_of_setup = 42\n",
+    files={"model/weights.txt": b"w"},
+    copies=True,
+)
+
+#: What a copy sees of itself: its pids, its ids, its modules, its files.
+LOOK = """
+import json, os, sys
+print(json.dumps({
+    "pid": os.getpid(), "ppid": os.getppid(), "uid": os.getuid(), "gid": os.getgid(),
+    "pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+    "loaded": "xml.dom.minidom" in sys.modules,
+    "files": sorted(os.listdir(".")), "cwd": os.getcwd(),
+    "weights": open("model/weights.txt").read(),
+    "status": {k: v.split() for k, v in (l.split(":", 1) for l in open("/proc/self/status"))
+               if k in ("CapEff", "CapBnd", "NoNewPrivs", "Seccomp")},
+}))
+"""
+
+
+def _look(runner: Runner, **keywords: object) -> dict[str, object]:
+    result = runner.run_python(LOOK, **keywords)  # type: ignore[arg-type]
+    assert result.status is Status.OK, result
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def _copies_of(runner: Runner) -> int:
+    """How many copies ``runner``'s template sandboxes made, as the pool counts them."""
+    pool = runner._pool
+    assert pool is not None
+    return pool.started
+
+
+def test_a_copy_finds_the_template_done_in_a_sandbox_of_its_own() -> None:
+    """The modules are loaded and the files in place; the copy is pid 2 under its own
+    init, sees only its own two processes, has no capability, no_new_privs and the
+    filter; a root caller's copies each have a uid of their own, in the sandboxes'
+    range, as fresh sandboxes do."""
+    with Runner(warm=2, template=TEMPLATE) as runner:
+        wait_ready(runner)
+        seen = [_look(runner) for _ in range(3)]
+    for look in seen:
+        assert look["pid"] == 2 and look["ppid"] == 1 and look["pids"] == [1, 2], look
+        assert look["loaded"] and look["weights"] == "w" and look["cwd"] == "/sandbox", look
+        assert "secret_of_setup" not in json.dumps(look)
+        status = look["status"]
+        assert isinstance(status, dict)
+        assert status["CapEff"] == ["0000000000000000"] and status["NoNewPrivs"] == ["1"]
+        assert status["Seccomp"] == ["2"], status
+    uids = [look["uid"] for look in seen]
+    if os.geteuid() == 0:
+        assert len(set(uids)) == 3, uids
+        assert all(SANDBOX_ID_BASE <= u < SANDBOX_ID_BASE + SANDBOX_ID_SPAN for u in uids)  # type: ignore[operator]
+    else:
+        assert set(uids) == {os.getuid()}
+
+
+def test_copies_do_not_share_what_they_write() -> None:
+    """A copy that rewrites the template's file and adds its own returns both; the next
+    copy finds the template's file as the set-up left it and nothing of the first."""
+    code = (
+        "import os\n"
+        "print(sorted(os.listdir('.')), open('model/weights.txt').read())\n"
+        "open('model/weights.txt', 'w').write('changed')\n"
+        "open('mine.txt', 'w').write('m')\n"
+    )
+    with Runner(warm=1, template=TEMPLATE) as runner:
+        first = runner.run_python(code)
+        second = runner.run_python(code)
+    assert first.status is Status.OK and second.status is Status.OK, (first, second)
+    assert first.stdout == second.stdout == b"['main.py', 'model'] w\n", (
+        first.stdout,
+        second.stdout,
+    )
+    assert first.files["model/weights.txt"] == b"changed" and first.files["mine.txt"] == b"m"
+
+
+def test_the_template_never_runs_a_calls_code() -> None:
+    """What one copy does to the modules the template loaded is its own: the next copy
+    finds them as the set-up left them."""
+    code = "import xml.dom.minidom as m\nprint(getattr(m, 'poisoned', False))\nm.poisoned = True\n"
+    with Runner(warm=1, template=TEMPLATE) as runner:
+        outputs = [runner.run_python(code).stdout for _ in range(3)]
+    assert outputs == [b"False\n"] * 3
+
+
+#: The port a copy listens on, on its own loopback device.
+PORT = 47613
+
+SIBLING = f"""
+import socket, sys, time
+listener = socket.create_server(("127.0.0.1", {PORT}))
+with socket.create_connection(("127.0.0.1", {PORT})):  # its own loopback works
+    pass
+print("up", flush=True)
+time.sleep(float(sys.argv[1]))
+print("still here")
+"""
+
+ATTACKER = f"""
+import os, signal, socket
+found = {{"pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit())}}
+try:
+    os.kill(-1, signal.SIGKILL)  # every process this one may signal
+except OSError as exc:
+    found["kill"] = exc.errno
+try:
+    socket.create_connection(("127.0.0.1", {PORT}), timeout=2).close()
+    found["reached"] = True
+except OSError as exc:
+    found["reached"] = exc.errno
+print(found)
+"""
+
+
+def test_a_copy_cannot_reach_its_template_or_a_sibling() -> None:
+    """While one copy sleeps, listening on its loopback device, another lists its pids,
+    kills every process it may signal and connects to that port on its own loopback:
+    it sees and kills only its own, finds nobody listening (each copy has its own
+    network), the sibling runs to its end, and the template still makes copies."""
+    with (
+        Runner(warm=2, template=TEMPLATE) as runner,
+        concurrent.futures.ThreadPoolExecutor(2) as pool,
+    ):
+        wait_ready(runner, 2)
+        sleeper = pool.submit(runner.run_python, SIBLING, args=[str(slow(3.0))])
+        time.sleep(slow(0.5))
+        attacker = runner.run_python(ATTACKER)
+        slept = sleeper.result()
+        after = _look(runner)
+    assert slept.status is Status.OK and slept.stdout == b"up\nstill here\n", slept
+    assert attacker.status is Status.OK, attacker
+    assert b"'pids': [1, 2]" in attacker.stdout and b"'reached': 111" in attacker.stdout, attacker
+    assert after["pids"] == [1, 2] and after["loaded"], after
+
+
+def test_a_copys_limits_are_its_own_and_its_kill_is_prompt() -> None:
+    """A copy that sleeps past its wall limit is killed at the limit (its init is
+    pinned, not left to bwrap's last-resort kill); one that allocates past its memory
+    limit fails alone; the next copy runs as if nothing happened."""
+    limits = Limits(wall_time=1.0, memory=64 * 2**20)
+    with Runner(warm=1, limits=limits, template=Template(copies=True)) as runner:
+        wait_ready(runner)
+        slept = runner.run_python("import time\ntime.sleep(30)\n")
+        grown = runner.run_python("x = bytearray(256 * 2**20)\n")
+        fine = runner.run_python("print('fine')\n")
+    assert slept.status is Status.WALL_TIME_EXCEEDED, slept
+    assert slept.wall_time < 1.0 + slow(1.5), slept.wall_time
+    assert grown.status is Status.MEMORY_EXCEEDED, grown
+    assert fine.status is Status.OK and fine.stdout == b"fine\n", fine
+
+
+def _processes_in_the_sandbox_range() -> list[int]:
+    """Pids of processes whose uid is one of the sandboxes' own (a root caller's)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                uid = os.stat(f"/proc/{entry}").st_uid
+            except OSError:
+                continue
+            if SANDBOX_ID_BASE <= uid < SANDBOX_ID_BASE + SANDBOX_ID_SPAN:
+                found.append(int(entry))
+    return found
+
+
+def test_nothing_of_a_template_or_its_copies_outlives_the_runner() -> None:
+    """Once the Runner is closed, no process of a copy or of the template is left (a
+    root caller's are all of the sandboxes' uids), whatever the copies left running,
+    and this process holds no more fds than before."""
+    if os.geteuid() != 0:
+        pytest.skip("a non-root caller's processes are counted by the caller fixture's uids")
+    fds = len(os.listdir("/proc/self/fd"))
+    left_running = "import os, time\nif os.fork() == 0:\n    time.sleep(60)\n"
+    with Runner(warm=2, template=TEMPLATE) as runner:
+        for _ in range(3):
+            assert runner.run_python(left_running).status is Status.OK
+    deadline = time.monotonic() + slow(5.0)
+    while _processes_in_the_sandbox_range() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _processes_in_the_sandbox_range() == []
+    # A cgroup's directories are removed by the cgroup reaper's thread, as for a fresh
+    # call; its descriptors are open until then.
+    assert cgroup_reaper.drain(30.0)
+    assert len(os.listdir("/proc/self/fd")) <= fds
+
+
+def test_a_failing_set_up_of_copies_raises_with_its_traceback() -> None:
+    """The template's set-up runs once, in the template sandbox; when it fails, a call
+    raises ``SandboxError`` with its traceback, as without copies."""
+    failing = Template(setup="raise RuntimeError('no model here')", copies=True)
+    with Runner(warm=1, template=failing) as runner, pytest.raises(SandboxError) as raised:
+        runner.run_python("print(1)")
+    assert "no model here" in str(raised.value)
+
+
+def test_copies_start_in_milliseconds_whatever_the_set_up_costs() -> None:
+    """A set-up of a second runs once: ten calls take far less than ten set-ups, and
+    every one finds the file of the same set-up (the time it ran)."""
+    slow_setup = Template(
+        setup="import time\ntime.sleep(1.0)\nopen('/sandbox/ran', 'w').write(repr(time.time()))\n",
+        copies=True,
+    )
+    with Runner(warm=1, template=slow_setup) as runner:
+        wait_ready(runner)
+        started = time.monotonic()
+        results = [runner.run_python("print(open('ran').read())") for _ in range(10)]
+        took = time.monotonic() - started
+    assert all(r.status is Status.OK for r in results), results
+    assert len({r.stdout for r in results}) == 1, [r.stdout for r in results]
+    assert took < 10.0, took
