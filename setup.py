@@ -36,6 +36,7 @@ SOURCES = [
     "src/landlock.c",
     "src/copy.c",
     "src/copy_request.c",
+    "src/copy_serve.c",
     "src/copy_tree.c",
     "src/fdpass.c",
     "src/userns.c",

@@ -3,28 +3,27 @@
  * copy.c: a template's copies, made inside the template's sandbox.
  *
  * A template is a sandbox whose interpreter has done its set-up and then
- * serves copies (module.c's serve_copies): for each request a copy client
- * (copy_client.c, started by the host's C core in the job's cgroup in place
- * of bwrap) sends on the template's control socket, it forks, and the child
- * (called X here) makes a sandbox of its own around a fork of the
+ * serves copies (copy_serve.c): for each request a copy client (copy_client.c,
+ * started by the host's C core in the job's cgroup in place of bwrap) sends
+ * on the template's control socket, it forks P1, pid 1 of a new pid
+ * namespace, which makes a sandbox of its own around a fork of the
  * interpreter:
  *
- *   1. X says hello on the link (the client reads X's host pid from the
- *      credentials the kernel attaches, moves X into the job's cgroup, and
+ *   1. P1 says hello on the link (the client reads P1's host pid from the
+ *      credentials the kernel attaches, moves it into the job's cgroup, and
  *      acknowledges); it puts the request's fds at the numbers the job's
  *      init and program expect and closes every other;
- *   2. X unshares the mount, pid, network, IPC, UTS and cgroup namespaces
- *      and forks P1, pid 1 of the new pid namespace; X then only waits:
- *      when P1 exits, X tells the client its exit code, and when the client
- *      goes, X kills P1;
- *   3. P1 brings up the copy's loopback device, mounts the copy's own /proc (its /proc/sys
- * read-only, as a fresh sandbox's) and a new tmpfs, as large as the template's, over the working
- * directory, makes the code file in it read-only (the waiter writes the call's code through an fd
- * of it), and tells the client it is built (with a pidfd of itself, which the client keeps for the
- * C core to pin the copy's init by);
- *   4. P1 forks P2, the program, and executes pysandbox's init in its
+ *   2. P1 unshares the mount, network, IPC, UTS and cgroup namespaces,
+ *      brings up the loopback device, mounts the copy's own /proc (its
+ *      /proc/sys read-only, as a fresh sandbox's) and a new tmpfs, as large
+ *      as the template's, over the working directory, makes the code file in
+ *      it read-only (the waiter writes the call's code through an fd of it),
+ *      and tells the client it is built (with a pidfd of itself, which the
+ *      client keeps for the C core to pin the copy's init by);
+ *   3. P1 forks P2, the program, and executes pysandbox's init in its
  *      --adopt mode, which supervises P2 and reports as for a fresh sandbox;
- *   5. P2 copies the template's working directory into its own, confines
+ *      the template reaps P1 and tells the client its exit code;
+ *   4. P2 copies the template's working directory into its own, confines
  *      itself (rlimits, its identity, no capability, no_new_privs, Landlock,
  *      the whole syscall filter), waits until the init supervises it, and
  *      returns: the interpreter then runs the waiter's hand-over as in a
@@ -43,10 +42,10 @@
  *   --workdir PATH   the working directory to renew
  *   --seccomp-fd N   the memfd with the syscall filter's BPF program
  *
- * X, P1 and P2 are forks of an interpreter whose other threads did not
- * follow: they make raw system calls and the C library's async-signal-safe
- * calls, and malloc (glibc's is reset at fork) only where noted.  Nothing
- * here takes the GIL; module.c forks X with Python's fork hooks.
+ * P1 and P2 are forks of an interpreter whose other threads did not follow:
+ * they make system calls and the C library's async-signal-safe calls, and
+ * malloc (glibc's is reset at fork) only where noted.  Nothing here takes
+ * the GIL; copy_serve.c forks P1 with Python's fork hooks.
  */
 #define _GNU_SOURCE
 #include "copy.h"
@@ -91,8 +90,8 @@ static int tell(int link, const char *text, int fd)
 
 /*
  * fail: tell the client why the copy could not be made ("E" and the
- * reason, with errno's text) and exit 127.  X and P1 only (the link is
- * theirs); async-signal-safe but for snprintf of plain strings.
+ * reason, with errno's text) and exit 127.  P1, and P2 until it is
+ * confined; async-signal-safe but for snprintf of plain strings.
  */
 static _Noreturn void fail(int link, const char *what)
 {
@@ -270,42 +269,6 @@ static int restrict_copy(const struct sbx_copy_options *opt, int program, const 
 }
 
 /*
- * watch_init: X's rest, once P1 exists: wait until P1 exits, then tell the
- * client its exit code ("x" and the code: 128 + the signal if killed), or
- * until the client goes (the link hangs up), then kill P1.  Never returns.
- */
-static _Noreturn void watch_init(int link, pid_t init)
-{
-    struct pollfd watched[2];
-    char message[32];
-    int status = 0, pidfd, n;
-    sbx_close_all_but(NULL, 0, link);
-    pidfd = (int)syscall(SYS_pidfd_open, init, 0);
-    n = pidfd >= 0 ? 2 : 1;
-    watched[0] = (struct pollfd){link, POLLIN, 0};
-    watched[1] = (struct pollfd){pidfd, POLLIN, 0};
-    for (;;) {
-        if (poll(watched, (nfds_t)n, pidfd >= 0 ? -1 : 100) < 0 && errno != EINTR)
-            break;
-        if (watched[0].revents != 0) {
-            char sink[16];
-            if (watched[0].revents & (POLLHUP | POLLERR) ||
-                recv(link, sink, sizeof sink, MSG_DONTWAIT) == 0)
-                break;
-        }
-        if (waitpid(init, &status, WNOHANG) == init) {
-            snprintf(message, sizeof message, "x%d",
-                     WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-            tell(link, message, -1);
-            _exit(0);
-        }
-    }
-    kill(init, SIGKILL);
-    waitpid(init, &status, 0);
-    _exit(0);
-}
-
-/*
  * start_program: P1's fork of P2, the program: it drops to the copy's
  * identity, copies the template's working directory (old_workdir) into the
  * new one, confines itself, closes
@@ -373,18 +336,18 @@ static _Noreturn void run_init(int link, struct sbx_copy_options *opt, pid_t pro
 }
 
 /*
- * sbx_copy_become: make the calling process (X, a fresh fork of the
- * template's interpreter holding the request) into a copy, as the top of
- * this file says.  Returns 0 in the copy's program only, with every
- * namespace, mount, limit and restriction in place and the init
- * supervising it; X and P1 never return.  A failure before P2 is confined
- * is told to the client, which reports it as a sandbox that could not be
- * built.  No GIL (module.c released nothing: the process is single-threaded).
+ * sbx_copy_become: make the calling process (P1, a fresh fork of the
+ * template's interpreter holding the request, pid 1 of a new pid namespace:
+ * copy_serve.c) into a copy's init, as the top of this file says.  Returns
+ * 0 in the copy's program only, with every namespace, mount, limit and
+ * restriction in place and the init supervising it; P1 never returns.  A
+ * failure before P2 is confined is told to the client, which reports it as
+ * a sandbox that could not be built.  Single-threaded (a fork); no GIL.
  */
 int sbx_copy_become(struct sbx_copy_request *request)
 {
     struct sbx_copy_options opt;
-    pid_t init, program;
+    pid_t program;
     int link = request->fds[0], old_workdir, ready[2];
     char ack = 0;
     errno = EINVAL;
@@ -397,16 +360,9 @@ int sbx_copy_become(struct sbx_copy_request *request)
     link = sbx_copy_place_fds(request, &opt);
     if (link < 0)
         fail(request->fds[0], "placing the copy's fds");
-    if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
-                CLONE_NEWCGROUP) != 0 &&
-        (errno != EINVAL ||
-         unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) != 0))
+    if (unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP) != 0 &&
+        (errno != EINVAL || unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) != 0))
         fail(link, "making the copy's namespaces");
-    init = fork();
-    if (init < 0)
-        fail(link, "starting the copy's init");
-    if (init > 0)
-        watch_init(link, init);
     if (bring_up_loopback() != 0)
         fail(link, "bringing up the copy's loopback device");
     old_workdir = build_root(link, &opt);

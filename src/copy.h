@@ -60,6 +60,20 @@ void sbx_close_all_but(const int *keep, size_t n, int also);
 int sbx_copy_tree(int from_dir, int to_dir, const char *skip);
 void sbx_copy_release(struct sbx_copy_request *request);
 int sbx_copy_become(struct sbx_copy_request *request);
-void sbx_copy_reap(void);
+/*
+ * What sbx_copy_serve asks of its caller (the module): release and retake the
+ * GIL around each wait, and Python's fork hooks around each fork.
+ */
+struct sbx_copy_hooks {
+    void *state;
+    void (*release)(void *state);
+    void (*acquire)(void *state);
+    void (*before_fork)(void *state);
+    void (*after_fork_parent)(void *state);
+    void (*after_fork_child)(void *state);
+};
+
+int sbx_copy_serve(int control_fd, struct sbx_copy_request *request,
+                   const struct sbx_copy_hooks *hooks);
 
 #endif

@@ -59,16 +59,6 @@ void sbx_copy_release(struct sbx_copy_request *request)
     request->n_fds = 0;
 }
 
-/*
- * sbx_copy_reap: reap every exited child (the Xs of past requests) without
- * waiting.  The template's serving thread; no GIL needed.
- */
-void sbx_copy_reap(void)
-{
-    while (waitpid(-1, NULL, WNOHANG) > 0)
-        continue;
-}
-
 /* parse_fd_list: "N,N,..." into fds[]; returns how many, or -1. */
 static long parse_fd_list(const char *text, int *fds)
 {

@@ -240,52 +240,69 @@ PyDoc_STRVAR(serve_copies_doc,
              "Serve a template's copies (src/copy.c), in the template's interpreter:\n"
              "for each request of a copy client on control_fd, fork a copy.  Returns\n"
              "True in a copy's program, confined and supervised by its own init, its\n"
-             "fds in place; None once the host closed control_fd.  Raises OSError.");
+             "fds in place; False once the host closed control_fd.  Raises OSError.");
+
+/* The GIL released around serve_copies' waits (struct sbx_copy_hooks). */
+struct serve_state {
+    PyThreadState *saved;
+};
+
+static void serve_release(void *state)
+{
+    ((struct serve_state *)state)->saved = PyEval_SaveThread();
+}
+
+static void serve_acquire(void *state)
+{
+    PyEval_RestoreThread(((struct serve_state *)state)->saved);
+}
+
+static void serve_before_fork(void *state)
+{
+    (void)state;
+    PyOS_BeforeFork();
+}
+
+static void serve_after_fork_parent(void *state)
+{
+    (void)state;
+    PyOS_AfterFork_Parent();
+}
+
+static void serve_after_fork_child(void *state)
+{
+    (void)state;
+    PyOS_AfterFork_Child();
+}
 
 /*
- * sandbox_serve_copies: see serve_copies_doc.  Called with the GIL; waits
- * for each request without it, and forks with Python's fork hooks (the
- * copy's program runs Python again).  Owns each request's fds until the
- * fork; the child's (X's) become the copy's.
+ * sandbox_serve_copies: see serve_copies_doc.  Called with the GIL, which
+ * sbx_copy_serve releases around each wait; forks with Python's fork hooks
+ * (the copy's program runs Python again).
  */
 static PyObject *sandbox_serve_copies(PyObject *module, PyObject *arg)
 {
+    struct serve_state state = {NULL};
+    struct sbx_copy_hooks hooks = {&state,
+                                   serve_release,
+                                   serve_acquire,
+                                   serve_before_fork,
+                                   serve_after_fork_parent,
+                                   serve_after_fork_child};
     struct sbx_copy_request *request;
     long control = PyLong_AsLong(arg);
+    int rc;
     (void)module;
     if (control == -1 && PyErr_Occurred())
         return NULL;
     request = PyMem_RawMalloc(sizeof *request);
     if (request == NULL)
         return PyErr_NoMemory();
-    for (;;) {
-        int rc, err;
-        pid_t pid;
-        Py_BEGIN_ALLOW_THREADS
-        sbx_copy_reap();
-        rc = sbx_copy_receive((int)control, request);
-        err = errno;
-        Py_END_ALLOW_THREADS
-        if (rc <= 0 && !(rc < 0 && err == EBADMSG)) {
-            PyMem_RawFree(request);
-            if (rc == 0)
-                Py_RETURN_NONE;
-            errno = err;
-            return PyErr_SetFromErrno(PyExc_OSError);
-        }
-        if (rc < 0)
-            continue;
-        PyOS_BeforeFork();
-        pid = fork();
-        if (pid == 0) {
-            PyOS_AfterFork_Child();
-            sbx_copy_become(request);
-            PyMem_RawFree(request);
-            Py_RETURN_TRUE;
-        }
-        PyOS_AfterFork_Parent();
-        sbx_copy_release(request);
-    }
+    rc = sbx_copy_serve((int)control, request, &hooks);
+    PyMem_RawFree(request);
+    if (rc < 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    return PyBool_FromLong(rc);
 }
 
 PyDoc_STRVAR(landlock_doc, "landlock_abi($module, /)\n--\n\n"

@@ -335,11 +335,13 @@ static int add_budget_rules(scmp_filter_ctx ctx)
 /*
  * Allowed to a template's interpreter (SBX_FILTER_TEMPLATE), which builds
  * each copy's sandbox (copy.c) from within its own user namespace: a new
- * mount, pid, network, IPC, UTS and cgroup namespace, and the mounts of the
- * copy's /proc and working directory.  A new user namespace stays refused.
+ * mount, pid, network, IPC, UTS and cgroup namespace, the mounts of the
+ * copy's /proc and working directory, and (copy_serve.c) the way back to its
+ * own pid namespace for its next child.  A new user namespace stays refused,
+ * and setns enters nothing but a pid namespace.
  * Every copy then adds the whole filter on top, before it runs anything.
  */
-static const char *const template_allowed[] = {"mount", "unshare", NULL};
+static const char *const template_allowed[] = {"mount", "unshare", "setns", NULL};
 
 /* in_list: whether name is one of the NULL-terminated names. */
 static int in_list(const char *const *names, const char *name)
@@ -353,7 +355,8 @@ static int in_list(const char *const *names, const char *name)
 
 /*
  * add_denied: the outright refusals into ctx, but for a template the calls
- * that build a copy (unshare only without CLONE_NEWUSER).  Returns 0 or a
+ * that build a copy (unshare only without CLONE_NEWUSER, setns only into a
+ * pid namespace).  Returns 0 or a
  * negative errno from libseccomp.
  */
 static int add_denied(scmp_filter_ctx ctx, int kind)
@@ -371,8 +374,12 @@ static int add_denied(scmp_filter_ctx ctx, int kind)
     }
     if (kind != SBX_FILTER_TEMPLATE)
         return 0;
-    return seccomp_rule_add(ctx, eperm, SCMP_SYS(unshare), 1,
-                            SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER));
+    rc = seccomp_rule_add(ctx, eperm, SCMP_SYS(unshare), 1,
+                          SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER));
+    if (rc < 0)
+        return rc;
+    return seccomp_rule_add(ctx, eperm, SCMP_SYS(setns), 1,
+                            SCMP_A1(SCMP_CMP_NE, (scmp_datum_t)CLONE_NEWPID));
 }
 
 /*
