@@ -6,8 +6,8 @@
  * serves copies (copy_serve.c): for each request a copy client (copy_client.c,
  * started by the host's C core in the job's cgroup in place of bwrap) sends
  * on the template's control socket, it forks P1, pid 1 of a new pid
- * namespace, which makes a sandbox of its own around a fork of the
- * interpreter:
+ * namespace (a vfork child), which makes a sandbox of its own around a fork
+ * of the interpreter:
  *
  *   1. P1 says hello on the link (the client reads P1's host pid from the
  *      credentials the kernel attaches, moves it into the job's cgroup, and
@@ -42,10 +42,15 @@
  *   --workdir PATH   the working directory to renew
  *   --seccomp-fd N   the memfd with the syscall filter's BPF program
  *
- * P1 and P2 are forks of an interpreter whose other threads did not follow:
- * they make system calls and the C library's async-signal-safe calls, and
- * malloc (glibc's is reset at fork) only where noted.  Nothing here takes
- * the GIL; copy_serve.c forks P1 with Python's fork hooks.
+ * P1 is the template's vfork child: it shares the template's memory and
+ * stack (and runs as its thread, whose GIL it holds, while the template
+ * waits) until it executes the init, so it writes nothing the template
+ * keeps (Landlock's paths go to P2 only), changes its identity by raw
+ * system calls (the C library's would signal the template's threads), never
+ * returns from sbx_copy_become, and leaves by exec or _exit.  It forks P2
+ * with Python's fork hooks (the hooks' parent side then runs in P1, as the
+ * template's thread), so P2 is a whole copy of the interpreter, which
+ * returns to Python.  P2 mallocs (opendir) only after its fork.
  */
 #define _GNU_SOURCE
 #include "copy.h"
@@ -73,11 +78,14 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_FILTER_BYTES (64 * 1024)
+/* The longest P1 waits for its client's acknowledgement. */
+#define ACK_SECONDS 10
 
 /*
  * tell: send text (a NUL-terminated message) on the link, with fd attached
@@ -212,7 +220,9 @@ static int install_filter(int seccomp_fd)
 /*
  * drop_identity: become the copy's identity (--id; the template's own
  * without it) with no capability in any set: the bounding set is emptied
- * first, while CAP_SETPCAP is there.  Returns 0, or -1 with errno.
+ * first, while CAP_SETPCAP is there.  Raw set*id calls: the C library's
+ * would signal the template's threads, whose memory P1 shares.  Returns 0,
+ * or -1 with errno.
  */
 static int drop_identity(const struct sbx_copy_options *opt)
 {
@@ -223,8 +233,8 @@ static int drop_identity(const struct sbx_copy_options *opt)
         if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL)
             return -1;
     }
-    if (opt->has_id && (setresgid(opt->gid, opt->gid, opt->gid) != 0 ||
-                        setresuid(opt->uid, opt->uid, opt->uid) != 0))
+    if (opt->has_id && (syscall(SYS_setresgid, opt->gid, opt->gid, opt->gid) != 0 ||
+                        syscall(SYS_setresuid, opt->uid, opt->uid, opt->uid) != 0))
         return -1;
     memset(caps, 0, sizeof caps);
     if (syscall(SYS_capset, &header, caps) != 0)
@@ -262,6 +272,10 @@ static int restrict_copy(const struct sbx_copy_options *opt, int program, const 
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
         return -1;
     *what = "restricting the program with Landlock";
+    for (i = 0; program && i < opt->n_landlock; i++) {
+        if (sbx_landlock_allow(opt->landlock[i]) != 0)
+            return -1;
+    }
     if (program && sbx_landlock_restrict() != 0)
         return -1;
     *what = "installing the syscall filter";
@@ -277,14 +291,35 @@ static int restrict_copy(const struct sbx_copy_options *opt, int program, const 
  * which P2 holds until it is confined); P2's pid in P1.
  */
 static pid_t start_program(int link, const struct sbx_copy_options *opt, int old_workdir,
-                           const int ready[2])
+                           const int ready[2], const struct sbx_copy_hooks *hooks)
 {
     const char *what, *skip = NULL;
     char byte;
     int workdir;
-    pid_t program = fork();
-    if (program != 0)
+    pid_t program;
+    int saved[SBX_COPY_MAX_FDS];
+    size_t i;
+    /* Python's fork hooks close the template waiter's fds in the child: the
+     * program's, at the same numbers, are put back from these. */
+    for (i = 0; i < opt->n_keep; i++) {
+        saved[i] = fcntl(opt->keep[i], F_DUPFD_CLOEXEC, link + 1);
+        if (saved[i] < 0)
+            fail(link, "keeping the program's fds");
+    }
+    hooks->before_fork(hooks->state);
+    program = fork();
+    if (program != 0) {
+        hooks->after_fork_parent(hooks->state);
+        for (i = 0; i < opt->n_keep; i++)
+            close(saved[i]);
         return program;
+    }
+    hooks->after_fork_child(hooks->state);
+    for (i = 0; i < opt->n_keep; i++) {
+        if (dup2(saved[i], opt->keep[i]) < 0)
+            fail(link, "restoring the program's fds");
+        close(saved[i]);
+    }
     close(ready[1]);
     if (opt->code_path != NULL && strncmp(opt->code_path, opt->workdir, strlen(opt->workdir)) == 0)
         skip = opt->code_path + strlen(opt->workdir) + 1;
@@ -336,16 +371,17 @@ static _Noreturn void run_init(int link, struct sbx_copy_options *opt, pid_t pro
 }
 
 /*
- * sbx_copy_become: make the calling process (P1, a fresh fork of the
- * template's interpreter holding the request, pid 1 of a new pid namespace:
- * copy_serve.c) into a copy's init, as the top of this file says.  Returns
+ * sbx_copy_become: make the calling process (P1, the template's vfork
+ * child holding the request, pid 1 of a new pid namespace: copy_serve.c)
+ * into a copy's init, as the top of this file says.  Returns
  * 0 in the copy's program only, with every namespace, mount, limit and
  * restriction in place and the init supervising it; P1 never returns.  A
  * failure before P2 is confined is told to the client, which reports it as
  * a sandbox that could not be built.  Single-threaded (a fork); no GIL.
  */
-int sbx_copy_become(struct sbx_copy_request *request)
+int sbx_copy_become(struct sbx_copy_request *request, const struct sbx_copy_hooks *hooks)
 {
+    struct timeval patience = {ACK_SECONDS, 0};
     struct sbx_copy_options opt;
     pid_t program;
     int link = request->fds[0], old_workdir, ready[2];
@@ -353,6 +389,8 @@ int sbx_copy_become(struct sbx_copy_request *request)
     errno = EINVAL;
     if (sbx_copy_parse(request, &opt) != 0)
         fail(link, "a malformed copy request");
+    /* The template waits for this process (it shares its memory): never for ever. */
+    setsockopt(link, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof patience);
     if (tell(link, "h", -1) != 0 || recv(link, &ack, 1, 0) != 1 || ack != 'k') {
         errno = ECONNRESET;
         fail(link, "the copy client did not take the copy");
@@ -370,7 +408,7 @@ int sbx_copy_become(struct sbx_copy_request *request)
         fail(link, "telling the copy client");
     if (pipe2(ready, O_CLOEXEC) != 0)
         fail(link, "making the copy's ready pipe");
-    program = start_program(link, &opt, old_workdir, ready);
+    program = start_program(link, &opt, old_workdir, ready, hooks);
     if (program < 0)
         fail(link, "starting the copy's program");
     if (program == 0)

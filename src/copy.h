@@ -30,6 +30,7 @@ struct sbx_copy_request {
 /* The most rlimits and init arguments a request may give. */
 #define MAX_RLIMITS 16
 #define MAX_INIT_ARGS 96
+#define MAX_LANDLOCK 32
 
 /* A request's options, pointing into its text. */
 struct sbx_copy_options {
@@ -45,6 +46,8 @@ struct sbx_copy_options {
         rlim_t soft, hard;
     } rlimits[MAX_RLIMITS];
     size_t n_rlimits;
+    const char *landlock[MAX_LANDLOCK];
+    size_t n_landlock;
     int code_fd;
     const char *code_path;
     const char *workdir;
@@ -59,7 +62,8 @@ int sbx_copy_place_fds(struct sbx_copy_request *request, const struct sbx_copy_o
 void sbx_close_all_but(const int *keep, size_t n, int also);
 int sbx_copy_tree(int from_dir, int to_dir, const char *skip);
 void sbx_copy_release(struct sbx_copy_request *request);
-int sbx_copy_become(struct sbx_copy_request *request);
+struct sbx_copy_hooks;
+int sbx_copy_become(struct sbx_copy_request *request, const struct sbx_copy_hooks *hooks);
 /*
  * What sbx_copy_serve asks of its caller (the module): release and retake the
  * GIL around each wait, and Python's fork hooks around each fork.

@@ -9,7 +9,6 @@
 #include "copy.h"
 
 #include "fdpass.h"
-#include "landlock.h"
 #include "sandbox.h"
 
 #include <errno.h>
@@ -122,8 +121,12 @@ static int parse_option(const char *name, char *value, struct sbx_copy_options *
         opt->n_rlimits++;
         return 0;
     }
-    if (strcmp(name, "--landlock-write") == 0)
-        return sbx_landlock_allow(value);
+    if (strcmp(name, "--landlock-write") == 0) {
+        if (opt->n_landlock == MAX_LANDLOCK)
+            return -1;
+        opt->landlock[opt->n_landlock++] = value;
+        return 0;
+    }
     if (strcmp(name, "--code") == 0) {
         char *colon = strchr(value, ':');
         if (colon == NULL || colon[1] != '/')

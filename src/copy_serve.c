@@ -3,11 +3,12 @@
  * copy_serve.c: the template's interpreter serving copies (copy.c), the loop
  * behind the module's serve_copies().
  *
- * For each request on the control socket it forks the copy's init (P1),
- * pid 1 of a new pid namespace: the template unshares CLONE_NEWPID, which
- * applies to its next child only, forks, and returns to its own pid
- * namespace for the next.  It keeps each served init's pidfd and its
- * client's link: when an init exits, it reaps it and tells the client the
+ * For each request on the control socket it starts the copy's init (P1),
+ * pid 1 of a new pid namespace, with vfork: the template unshares
+ * CLONE_NEWPID, which applies to its next child only, and returns to its
+ * own pid namespace for the next.  P1 runs in the template's memory, on its
+ * stack, until it executes the init (copy.c says what it may do there).  It keeps each served
+ * init's pidfd and its client's link: when an init exits, it reaps it and tells the client the
  * init's exit code ("x" and the code: 128 + the signal if killed), as bwrap
  * tells its exit; when a client hangs up its link first (the C core killed
  * it), it kills that init, which ends the copy.
@@ -109,10 +110,11 @@ static int watch(struct server *server, const struct sbx_copy_hooks *hooks)
 }
 
 /*
- * serve_one: fork the init of the request's copy in a new pid namespace.
- * Returns 1 in the copy's program (sbx_copy_become returned there), 0 in
- * the template, which now watches the init; a request it cannot serve is
- * refused.  The request's fds are released in the template either way.
+ * serve_one: start the init of the request's copy in a new pid namespace.
+ * Returns 1 in the copy's program (sbx_copy_become returned there, in P1's
+ * fork), 0 in the template, which now watches the init; a request it
+ * cannot serve is refused.  The request's fds are released in the template
+ * either way.
  */
 static int serve_one(struct server *server, struct sbx_copy_request *request,
                      const struct sbx_copy_hooks *hooks)
@@ -128,13 +130,12 @@ static int serve_one(struct server *server, struct sbx_copy_request *request,
         refuse(request, "making the copy's pid namespace");
         return 0;
     }
-    hooks->before_fork(hooks->state);
-    pid = fork();
-    if (pid == 0) {
-        hooks->after_fork_child(hooks->state);
-        return sbx_copy_become(request) == 0;
-    }
-    hooks->after_fork_parent(hooks->state);
+    /* P1 shares the template's memory (no copy of its page tables) and runs
+     * while the template waits, until it executes the init: only P2, which
+     * it forks with Python's fork hooks, is a copy of the interpreter. */
+    pid = vfork();
+    if (pid == 0)
+        return sbx_copy_become(request, hooks) == 0;
     if (setns(server->own_pidns, CLONE_NEWPID) != 0)
         _exit(127); /* every later copy would be a child of this one's namespace */
     copy.pid = pid;
