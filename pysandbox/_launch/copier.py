@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import weakref
 from collections.abc import Iterator
 
 from .copies import ID_SPAN, AsCopy, AsTemplate, copies_user_namespace
@@ -18,8 +19,9 @@ __all__ = ["Copier"]
 
 class Copier:
     """The template sandbox of one kind (a warm plan with ``copies``) and its control
-    socket; ``copy`` starts a copy of it.  Thread-safe; ``close`` ends the template
-    (the copies taken from it live on: each has its own init and lifeline)."""
+    socket; ``copy`` starts a copy of it.  Thread-safe.  The copies are in the
+    template's pid namespace, so ``close``, which ends the template, ends every copy
+    still running too: ``busy`` says whether one is."""
 
     def __init__(self, plan: Plan) -> None:
         import socket  # only where templates are copied
@@ -28,6 +30,7 @@ class Copier:
         self._host = host
         self._lock = threading.Lock()
         self._ids: Iterator[int] | None = None
+        self._copies: weakref.WeakSet[Launched] = weakref.WeakSet()
         userns = -1
         try:
             if os.geteuid() == 0:
@@ -57,7 +60,16 @@ class Copier:
         the client cannot be started."""
         with self._lock:
             identity = None if self._ids is None else (next(self._ids),) * 2
-        return start(plan, AsCopy(self._host.fileno(), identity))
+        copy = start(plan, AsCopy(self._host.fileno(), identity))
+        with self._lock:
+            self._copies.add(copy)
+        return copy
+
+    def busy(self) -> bool:
+        """A copy of it still runs (or waits for a call)."""
+        with self._lock:
+            copies = list(self._copies)
+        return any(not copy.exited() for copy in copies)
 
     def close(self) -> None:
         """End the template: its control socket closes (its server returns) and the

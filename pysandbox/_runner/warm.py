@@ -174,6 +174,8 @@ class WarmPool(KeptPool[tuple[tuple[object, ...], Launched]]):
         #: the set-up of a kind's last one that failed said.
         self._copiers: dict[tuple[object, ...], Copier] = {}
         self._copy_failures: dict[tuple[object, ...], SandboxError] = {}
+        #: Template sandboxes of kinds forgotten, ended once their copies have.
+        self._retiring: list[Copier] = []
         self._keeper.start()
 
     @property
@@ -271,15 +273,16 @@ class WarmPool(KeptPool[tuple[tuple[object, ...], Launched]]):
             if request is not None:
                 self._start_one(*request)
                 continue
+            self._retire_copiers()
             with self._lock:
                 if not self._closed and not self._requests:
                     self._lock.wait(_CHECK_SECONDS)
         for _, launched in ready:
             launched.close()
         with self._lock:
-            copiers, self._copiers = list(self._copiers.values()), {}
-        for copier in copiers:
-            copier.close()
+            self._retiring += self._copiers.values()
+            self._copiers = {}
+        self._retire_copiers(every=True)
 
     def _next_request(self) -> tuple[tuple[object, ...], Plan] | None:
         """The oldest request of a kind still warmed (the lock held), or None."""
@@ -363,10 +366,9 @@ class WarmPool(KeptPool[tuple[tuple[object, ...], Launched]]):
         with self._lock:
             forgotten = [k for k in self._copiers if k not in self._templates]
             ended = [k for k, c in self._copiers.items() if k not in forgotten and c.exited()]
-            gone = [self._copiers.pop(k) for k in forgotten + ended]
+            self._retiring += [self._copiers.pop(k) for k in forgotten + ended]
             copier = self._copiers.get(key)
-        for old in gone:
-            old.close()
+        self._retire_copiers()
         if copier is None:
             copier = Copier(plan)
             with self._lock:
@@ -383,6 +385,16 @@ class WarmPool(KeptPool[tuple[tuple[object, ...], Launched]]):
             with self._lock:
                 self._lock.notify_all()
         return copier.copy(plan)
+
+    def _retire_copiers(self, every: bool = False) -> None:
+        """End the template sandboxes of forgotten kinds once none of their copies runs
+        (ending one ends its copies: a call may still run one), or all of them with
+        ``every``.  The keeper thread only."""
+        with self._lock:
+            done = [c for c in self._retiring if every or c.exited() or not c.busy()]
+            self._retiring = [c for c in self._retiring if c not in done]
+        for copier in done:
+            copier.close()
 
     def start_now(self, plan: Plan, until: float, within: float) -> Launched:
         """A sandbox of the warm ``plan``'s kind started now for one call, in the

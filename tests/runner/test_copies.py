@@ -235,3 +235,21 @@ def test_copies_start_in_milliseconds_whatever_the_set_up_costs() -> None:
     assert all(r.status is Status.OK for r in results), results
     assert len({r.stdout for r in results}) == 1, [r.stdout for r in results]
     assert took < 10.0, took
+
+
+def test_a_template_whose_kind_is_forgotten_ends_only_once_its_copies_have() -> None:
+    """Ending a template sandbox ends its copies (they are in its pid namespace), so
+    one whose kind the pool forgets while a call runs in its copy lives until that call
+    has returned: the call ends as it would have, however many kinds came meanwhile."""
+    with (
+        Runner(warm=1, template=Template(copies=True)) as runner,
+        concurrent.futures.ThreadPoolExecutor(1) as pool,
+    ):
+        wait_ready(runner)
+        long_call = pool.submit(runner.run_python, "import time\ntime.sleep(2)\nprint('done')\n")
+        time.sleep(slow(0.3))
+        for seconds in range(2, 14):  # more kinds than the pool keeps (4 * 1 + 4)
+            limits = Limits(wall_time=float(seconds))
+            assert runner.run_python("print(1)", limits=limits).stdout == b"1\n"
+        result = long_call.result()
+    assert result.status is Status.OK and result.stdout == b"done\n", result
