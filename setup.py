@@ -38,6 +38,7 @@ SOURCES = [
     "src/copy_request.c",
     "src/copy_serve.c",
     "src/copy_tree.c",
+    "src/copy_memory.c",
     "src/fdpass.c",
     "src/userns.c",
 ]

@@ -18,8 +18,9 @@
  *      /proc/sys read-only, as a fresh sandbox's) and a new tmpfs, as large
  *      as the template's, over the working directory, makes the code file in
  *      it read-only (the waiter writes the call's code through an fd of it),
- *      and tells the client it is built (with a pidfd of itself, which the
- *      client keeps for the C core to pin the copy's init by);
+ *      refuses to go on if the template has a writable shared mapping, which
+ *      the copy would share (copy_memory.c), and tells the client it is built (with a pidfd of
+ * itself, which the client keeps for the C core to pin the copy's init by);
  *   3. P1 forks P2, the program, and executes pysandbox's init in its
  *      --adopt mode, which supervises P2 and reports as for a fresh sandbox;
  *      the template reaps P1 and tells the client its exit code;
@@ -43,14 +44,16 @@
  *   --seccomp-fd N   the memfd with the syscall filter's BPF program
  *
  * P1 is the template's vfork child: it shares the template's memory and
- * stack (and runs as its thread, whose GIL it holds, while the template
- * waits) until it executes the init, so it writes nothing the template
- * keeps (Landlock's paths go to P2 only), changes its identity by raw
- * system calls (the C library's would signal the template's threads), never
- * returns from sbx_copy_become, and leaves by exec or _exit.  It forks P2
- * with Python's fork hooks (the hooks' parent side then runs in P1, as the
- * template's thread), so P2 is a whole copy of the interpreter, which
- * returns to Python.  P2 mallocs (opendir) only after its fork.
+ * stack (and runs as its thread, every signal blocked, while the template
+ * waits) until it executes the init.  So it writes nothing the template
+ * relies on (Landlock's paths go to P2 only; the request's flag `clean`
+ * tells the template P1 left on purpose, holding none of the C library's
+ * locks, which its fork of P2 takes), changes its identity by raw system
+ * calls (the C library's would signal the template's threads), never
+ * returns from sbx_copy_become, and leaves by exec or _exit.  Python's fork
+ * hooks run in the template around the vfork, and the child's in P2, a whole
+ * copy of the interpreter, which returns to Python.  P1 starts a session of
+ * its own first: a process group is not bounded by a pid namespace.
  */
 #define _GNU_SOURCE
 #include "copy.h"
@@ -66,6 +69,7 @@
 #include <linux/seccomp.h>
 #include <net/if.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -96,6 +100,19 @@ static int tell(int link, const char *text, int fd)
     return sbx_fd_send(link, text, strlen(text), &fd, fd >= 0 ? 1 : 0);
 }
 
+/* The request P1 serves (in the template's memory), for leave_cleanly. */
+static struct sbx_copy_request *served;
+
+/*
+ * leave_cleanly: tell the template, through the request in its memory, that
+ * P1 leaves on purpose (by exec or _exit), holding none of its locks.
+ */
+static void leave_cleanly(void)
+{
+    if (served != NULL)
+        served->clean = 1;
+}
+
 /*
  * fail: tell the client why the copy could not be made ("E" and the
  * reason, with errno's text) and exit 127.  P1, and P2 until it is
@@ -106,6 +123,7 @@ static _Noreturn void fail(int link, const char *what)
     char message[512];
     snprintf(message, sizeof message, "E%s: %s", what, strerror(errno));
     tell(link, message, -1);
+    leave_cleanly();
     _exit(127);
 }
 
@@ -164,7 +182,8 @@ static int build_root(int link, const struct sbx_copy_options *opt)
         fail(link, "making the copy's mounts private");
     if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
         fail(link, "mounting the copy's /proc");
-    if (mount_ro_over("/proc/sys") != 0 || mount_ro_over("/proc/sysrq-trigger") != 0)
+    if (mount_ro_over("/proc/sys") != 0 || mount_ro_over("/proc/sysrq-trigger") != 0 ||
+        mount_ro_over("/proc/irq") != 0 || mount_ro_over("/proc/bus") != 0)
         fail(link, "covering the copy's /proc/sys");
     made = open(opt->workdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     /* Above the link, which is above every fd placed: not the code's fd. */
@@ -294,34 +313,37 @@ static pid_t start_program(int link, const struct sbx_copy_options *opt, int old
                            const int ready[2], const struct sbx_copy_hooks *hooks)
 {
     const char *what, *skip = NULL;
-    char byte;
+    char byte = 0;
+    ssize_t n;
     int workdir;
     pid_t program;
     int saved[SBX_COPY_MAX_FDS];
     size_t i;
-    /* Python's fork hooks close the template waiter's fds in the child: the
-     * program's, at the same numbers, are put back from these. */
+    /* Python's fork hooks (the child's, run here; the template ran the
+     * others) close the template waiter's fds in the child: the program's, at
+     * the same numbers, are put back from these. */
     for (i = 0; i < opt->n_keep; i++) {
         saved[i] = fcntl(opt->keep[i], F_DUPFD_CLOEXEC, link + 1);
         if (saved[i] < 0)
             fail(link, "keeping the program's fds");
     }
-    hooks->before_fork(hooks->state);
     program = fork();
     if (program != 0) {
-        hooks->after_fork_parent(hooks->state);
         for (i = 0; i < opt->n_keep; i++)
             close(saved[i]);
         return program;
     }
     hooks->after_fork_child(hooks->state);
+    pthread_sigmask(SIG_SETMASK, &served->mask, NULL);
     for (i = 0; i < opt->n_keep; i++) {
         if (dup2(saved[i], opt->keep[i]) < 0)
             fail(link, "restoring the program's fds");
         close(saved[i]);
     }
     close(ready[1]);
-    if (opt->code_path != NULL && strncmp(opt->code_path, opt->workdir, strlen(opt->workdir)) == 0)
+    if (opt->code_path != NULL &&
+        strncmp(opt->code_path, opt->workdir, strlen(opt->workdir)) == 0 &&
+        opt->code_path[strlen(opt->workdir)] == '/')
         skip = opt->code_path + strlen(opt->workdir) + 1;
     if (drop_identity(opt) != 0)
         fail(link, "becoming the copy's user");
@@ -333,9 +355,13 @@ static pid_t start_program(int link, const struct sbx_copy_options *opt, int old
     if (restrict_copy(opt, 1, &what) != 0)
         fail(link, what);
     close(opt->seccomp_fd);
+    close(link);
     sbx_close_all_but(opt->keep, opt->n_keep, ready[0]);
-    while (read(ready[0], &byte, 1) < 0 && errno == EINTR)
+    /* Only the init's byte releases it: EOF means the init never started. */
+    while ((n = read(ready[0], &byte, 1)) < 0 && errno == EINTR)
         continue;
+    if (n != 1 || byte != 'g')
+        _exit(127);
     close(ready[0]);
     return 0;
 }
@@ -366,6 +392,8 @@ static _Noreturn void run_init(int link, struct sbx_copy_options *opt, pid_t pro
     close(opt->seccomp_fd);
     if (fcntl(ready, F_SETFD, 0) != 0)
         fail(link, "passing the init its fd");
+    leave_cleanly();
+    pthread_sigmask(SIG_SETMASK, &served->mask, NULL);
     execv(argv[0], argv);
     fail(link, "executing the init");
 }
@@ -382,7 +410,13 @@ static _Noreturn void run_init(int link, struct sbx_copy_options *opt, pid_t pro
 int sbx_copy_become(struct sbx_copy_request *request, const struct sbx_copy_hooks *hooks)
 {
     struct timeval patience = {ACK_SECONDS, 0};
+    served = request;
+    /* A session and process group of its own: kill(0, ...) and setpriority of
+     * the group reach no further than the copy. */
+    if (setsid() < 0)
+        fail(request->fds[0], "leaving the template's session");
     struct sbx_copy_options opt;
+    char shared[256] = "";
     pid_t program;
     int link = request->fds[0], old_workdir, ready[2];
     char ack = 0;
@@ -404,6 +438,16 @@ int sbx_copy_become(struct sbx_copy_request *request, const struct sbx_copy_hook
     if (bring_up_loopback() != 0)
         fail(link, "bringing up the copy's loopback device");
     old_workdir = build_root(link, &opt);
+    /* P1 shares the template's memory: its map is the template's. */
+    if (sbx_shared_writable(shared, sizeof shared) != 0) {
+        char why[sizeof shared + 96];
+        snprintf(why, sizeof why,
+                 "the set-up left a writable shared mapping, which every copy "
+                 "would share (%s)",
+                 shared);
+        errno = EBUSY;
+        fail(link, shared[0] != '\0' ? why : "reading the template's memory map");
+    }
     if (tell(link, "b", (int)syscall(SYS_pidfd_open, getpid(), 0)) != 0)
         fail(link, "telling the copy client");
     if (pipe2(ready, O_CLOEXEC) != 0)

@@ -6,6 +6,7 @@
 #ifndef PYSANDBOX_COPY_H
 #define PYSANDBOX_COPY_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <sys/resource.h>
 #include <sys/types.h>
@@ -21,6 +22,8 @@
  * the link to the client first.  Owns the fds until sbx_copy_release.
  */
 struct sbx_copy_request {
+    sigset_t mask;      /* the template's signal mask, which P1 and P2 restore */
+    volatile int clean; /* P1 sets it as it leaves by exec or _exit (copy_serve.c) */
     char text[SBX_COPY_MAX_REQUEST];
     size_t length;
     int fds[SBX_COPY_MAX_FDS];
@@ -61,6 +64,7 @@ int sbx_copy_parse(struct sbx_copy_request *request, struct sbx_copy_options *op
 int sbx_copy_place_fds(struct sbx_copy_request *request, const struct sbx_copy_options *opt);
 void sbx_close_all_but(const int *keep, size_t n, int also);
 int sbx_copy_tree(int from_dir, int to_dir, const char *skip);
+int sbx_shared_writable(char *what, size_t size);
 void sbx_copy_release(struct sbx_copy_request *request);
 struct sbx_copy_hooks;
 int sbx_copy_become(struct sbx_copy_request *request, const struct sbx_copy_hooks *hooks);

@@ -103,8 +103,9 @@ static int parse_option(const char *name, char *value, struct sbx_copy_options *
         return n < 0 ? -1 : 0;
     }
     if (strcmp(name, "--id") == 0) {
+        /* (uid_t)-1 would mean "unchanged" to setresuid. */
         if (sscanf(value, "%lld:%lld%n", &a, &b, &used) != 2 || value[used] != '\0' || a < 0 ||
-            b < 0)
+            b < 0 || a >= 0xffffffffLL || b >= 0xffffffffLL)
             return -1;
         opt->has_id = 1;
         opt->uid = (uid_t)a;
@@ -170,6 +171,12 @@ int sbx_copy_parse(struct sbx_copy_request *request, struct sbx_copy_options *op
     if (word < end || opt->n_init == 0 || opt->workdir == NULL || opt->seccomp_fd < 0 ||
         opt->n_targets != request->n_fds - 1)
         return -1;
+    /* A template that is uid 0 of its namespace (a root caller's) never makes a copy
+     * of uid 0: the copy gets an identity of its own. */
+    if (!opt->has_id && getuid() == 0)
+        return -1;
+    if (opt->code_path != NULL && strlen(opt->code_path) <= strlen(opt->workdir))
+        return -1;
     return 0;
 }
 
@@ -227,7 +234,7 @@ void sbx_close_all_but(const int *keep, size_t n, int also)
  * sbx_copy_place_fds: put the request's fds (after the link) at their target
  * numbers, move the link above them all, close every other fd; returns
  * the link's new number, or -1 with errno when an fd runs out.  The targets
- * lose close-on-exec (the init and the program inherit them).  X only.
+ * lose close-on-exec (the init and the program inherit them).  P1 only.
  */
 int sbx_copy_place_fds(struct sbx_copy_request *request, const struct sbx_copy_options *opt)
 {
@@ -244,9 +251,14 @@ int sbx_copy_place_fds(struct sbx_copy_request *request, const struct sbx_copy_o
     link = fcntl(request->fds[0], F_DUPFD_CLOEXEC, above);
     if (link < 0)
         return -1;
+    /* All moved above first: a target may be the number of a later source. */
     for (i = 0; i < opt->n_targets; i++) {
         moved[i] = fcntl(request->fds[i + 1], F_DUPFD_CLOEXEC, above);
-        if (moved[i] < 0 || dup2(moved[i], opt->targets[i]) < 0)
+        if (moved[i] < 0)
+            return -1;
+    }
+    for (i = 0; i < opt->n_targets; i++) {
+        if (dup2(moved[i], opt->targets[i]) < 0)
             return -1;
     }
     sbx_close_all_but(opt->targets, opt->n_targets, link);

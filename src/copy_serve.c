@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -41,6 +42,7 @@ struct served {
     pid_t pid;
     int pidfd;
     int link;
+    int killed; /* its client hung up and its init was killed: the link is not watched */
 };
 
 struct server {
@@ -91,7 +93,8 @@ static int watch(struct server *server, const struct sbx_copy_hooks *hooks)
     fds[0] = (struct pollfd){server->control, POLLIN, 0};
     for (i = 0; i < server->n; i++) {
         fds[1 + 2 * i] = (struct pollfd){server->copies[i].pidfd, POLLIN, 0};
-        fds[2 + 2 * i] = (struct pollfd){server->copies[i].link, 0, 0};
+        fds[2 + 2 * i] =
+            (struct pollfd){server->copies[i].killed ? -1 : server->copies[i].link, 0, 0};
     }
     hooks->release(hooks->state);
     do {
@@ -101,8 +104,10 @@ static int watch(struct server *server, const struct sbx_copy_hooks *hooks)
     if (rc < 0)
         return -1;
     for (i = server->n; i-- > 0;) {
-        if (fds[2 + 2 * i].revents & (POLLHUP | POLLERR))
+        if (fds[2 + 2 * i].revents & (POLLHUP | POLLERR)) {
             kill(server->copies[i].pid, SIGKILL);
+            server->copies[i].killed = 1;
+        }
         if (fds[1 + 2 * i].revents != 0)
             end_served(server, i);
     }
@@ -121,24 +126,35 @@ static int serve_one(struct server *server, struct sbx_copy_request *request,
 {
     struct served copy;
     pid_t pid;
-    if (server->n == MAX_SERVED) {
-        errno = EAGAIN;
-        refuse(request, "too many copies at once");
-        return 0;
-    }
-    if (unshare(CLONE_NEWPID) != 0) {
+    sigset_t all;
+    if (server->n == MAX_SERVED || unshare(CLONE_NEWPID) != 0) {
+        if (server->n == MAX_SERVED)
+            errno = EAGAIN;
         refuse(request, "making the copy's pid namespace");
+        sbx_copy_release(request);
         return 0;
     }
     /* P1 shares the template's memory (no copy of its page tables) and runs
-     * while the template waits, until it executes the init: only P2, which
-     * it forks with Python's fork hooks, is a copy of the interpreter. */
+     * while the template waits, until it executes the init: only P2 is a copy
+     * of the interpreter.  Python's fork hooks run here, in the template, the
+     * child's in P2; no signal handler of the template may run in P1. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &request->mask);
+    request->clean = 0;
+    hooks->before_fork(hooks->state);
     pid = vfork();
     if (pid == 0)
         return sbx_copy_become(request, hooks) == 0;
+    hooks->after_fork_parent(hooks->state);
+    pthread_sigmask(SIG_SETMASK, &request->mask, NULL);
+    /* P1 killed half-way (in its fork of P2, by the OOM killer say) may have left
+     * the C library's locks taken in this memory: this template cannot go on. */
+    if (pid > 0 && !request->clean)
+        _exit(127);
     if (setns(server->own_pidns, CLONE_NEWPID) != 0)
         _exit(127); /* every later copy would be a child of this one's namespace */
     copy.pid = pid;
+    copy.killed = 0;
     copy.pidfd = pid < 0 ? -1 : (int)syscall(SYS_pidfd_open, pid, 0);
     copy.link = pid < 0 ? -1 : fcntl(request->fds[0], F_DUPFD_CLOEXEC, 3);
     if (pid < 0 || copy.pidfd < 0 || copy.link < 0) {

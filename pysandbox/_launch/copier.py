@@ -10,6 +10,7 @@ import threading
 import weakref
 from collections.abc import Iterator
 
+from .._model.errors import SandboxError
 from .copies import ID_SPAN, AsCopy, AsTemplate, copies_user_namespace
 from .launcher import Launched, start
 from .plan import Plan
@@ -58,10 +59,12 @@ class Copier:
         """Start a copy of the template for ``plan`` (its kind's warm plan): a
         ``launcher.Launched`` that waits for its call.  Raises ``SandboxError`` when
         the client cannot be started."""
+        # Under the lock: ``close`` waits, so the socket's number is never another's.
         with self._lock:
+            if self._host.fileno() < 0:
+                raise SandboxError("the template sandbox was closed")
             identity = None if self._ids is None else (next(self._ids),) * 2
-        copy = start(plan, AsCopy(self._host.fileno(), identity))
-        with self._lock:
+            copy = start(plan, AsCopy(self._host.fileno(), identity))
             self._copies.add(copy)
         return copy
 
@@ -74,5 +77,6 @@ class Copier:
     def close(self) -> None:
         """End the template: its control socket closes (its server returns) and the
         sandbox is killed and reaped.  Idempotent."""
-        self._host.close()
+        with self._lock:
+            self._host.close()
         self._template.close()

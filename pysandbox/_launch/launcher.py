@@ -329,15 +329,29 @@ class Launched:
             )
         baseline = self._cpu_time()
         if baseline < 0 or self._sandbox.exited() or not said.startswith(b"R"):
-            if said or self._sandbox.exited():
-                raise SandboxError("the warm sandbox ended before its code came")
-            raise SandboxError(f"the warm sandbox was not ready within {within:g} s")
+            # Nothing said yet: its time ran out, or its ready pipe closed (it ended).
+            if not said and not self._sandbox.exited() and time.monotonic() >= until:
+                raise SandboxError(f"the warm sandbox was not ready within {within:g} s")
+            raise SandboxError("the warm sandbox ended before its code came" + self._last_words())
         code_file.write(code)
         if self._code_fd is not None:
             handover = replace(handover, code=(self._code_fd, code))
         waiter.hand(handover.encode())
         self._baseline = baseline
         self._handed_over = True
+
+    def _last_words(self) -> str:
+        """What a warm sandbox that ended by itself wrote on stderr (bwrap's, or a copy
+        client's reason: ``src/copy_client.c``), at most 2 KiB, made inert; "" when
+        none or when it does not end within a second."""
+        try:
+            raw = self._sandbox.pump(timeout=1.0, stdout_cap=0, stderr_cap=2048)
+        except (OSError, RuntimeError):
+            return ""
+        stderr = raw["stderr"]
+        if not isinstance(stderr, bytes) or not stderr.strip():
+            return ""
+        return ": " + _shown(stderr).strip()
 
     def _cpu_time(self) -> float:
         """CPU seconds it has used, -1.0 once it ended: its cgroup's counter where it has

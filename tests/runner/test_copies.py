@@ -15,6 +15,7 @@ import os
 import time
 
 import pytest
+from support.callers import Caller
 from support.timing import slow
 from support.warm import wait_ready
 
@@ -253,3 +254,61 @@ def test_a_template_whose_kind_is_forgotten_ends_only_once_its_copies_have() -> 
             assert runner.run_python("print(1)", limits=limits).stdout == b"1\n"
         result = long_call.result()
     assert result.status is Status.OK and result.stdout == b"done\n", result
+
+
+#: As the caller (``caller.run_script``): one copy sleeps while another kills its
+#: process group, stops it and lowers its priority; what the sleeper and the template
+#: saw, as JSON.
+GROUP_SCRIPT = r"""
+import concurrent.futures, json, sys, time
+sys.path.insert(0, sys.argv[1])
+from pysandbox import Runner, Template
+NAP = NAP_VALUE
+SLEEPER = f"import os, time\ntime.sleep({NAP})\nprint(os.getpriority(os.PRIO_PROCESS, 0))\n"
+ATTACKER = '''
+import os, signal
+os.setpriority(os.PRIO_PGRP, 0, 19)
+try:
+    os.kill(0, signal.SIGSTOP)  # its group: itself too
+except OSError:
+    pass
+os.kill(0, signal.SIGKILL)
+'''
+with Runner(warm=2, template=Template(copies=True)) as runner, \
+        concurrent.futures.ThreadPoolExecutor(1) as pool:
+    while runner.warm_ready < 2:
+        time.sleep(0.01)
+    sleeper = pool.submit(runner.run_python, SLEEPER)
+    time.sleep(NAP / 4)
+    attacker = runner.run_python(ATTACKER)
+    slept = sleeper.result()
+    after = runner.run_python("print('after')")
+print(json.dumps({
+    "slept": [slept.status.name, slept.stdout.decode()],
+    "attacker": [attacker.status.name, attacker.signal],
+    "after": [after.status.name, after.stdout.decode()],
+}))
+"""
+
+
+def test_a_copy_cannot_signal_or_slow_its_group(caller: Caller) -> None:
+    """A copy is the leader of a session and a process group of its own (a process
+    group is not bounded by a pid namespace): one that stops and kills its group and
+    lowers its group's priority ends itself only; a sibling copy of the same uid (a
+    non-root caller's) sleeps to its end at its own priority, and the template still
+    makes copies."""
+    script = GROUP_SCRIPT.replace("NAP_VALUE", repr(slow(2.0)))
+    verdict = caller.run_script(script, timeout=slow(60))
+    assert verdict["slept"] == ["OK", "0\n"], verdict
+    assert verdict["attacker"][0] != "OK", verdict
+    assert verdict["after"] == ["OK", "after\n"], verdict
+
+
+def test_a_set_up_that_leaves_shared_memory_gets_no_copy() -> None:
+    """A writable ``MAP_SHARED`` mapping survives a fork shared: one the set-up left
+    would be memory every copy and the template write to.  No copy is made of such a
+    template; the call says why."""
+    sharing = Template(setup="import mmap, sys\nsys.kept = mmap.mmap(-1, 4096)\n", copies=True)
+    with Runner(warm=1, template=sharing) as runner, pytest.raises(SandboxError) as raised:
+        runner.run_python("print(1)")
+    assert "writable shared mapping" in str(raised.value), raised.value
