@@ -347,6 +347,8 @@ static pid_t start_program(int link, const struct sbx_copy_options *opt, int old
         skip = opt->code_path + strlen(opt->workdir) + 1;
     if (drop_identity(opt) != 0)
         fail(link, "becoming the copy's user");
+    /* A change of uid made it undumpable; a fresh program is dumpable after its exec. */
+    prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
     workdir = open(opt->workdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (workdir < 0 || sbx_copy_tree(old_workdir, workdir, skip) != 0)
         fail(link, "copying the template's working directory");
