@@ -145,12 +145,13 @@ def test_a_copy_cannot_reach_its_template_or_a_sibling() -> None:
     kills every process it may signal and connects to that port on its own loopback:
     it sees and kills only its own, finds nobody listening (each copy has its own
     network), the sibling runs to its end, and the template still makes copies."""
+    nap = slow(3.0)
     with (
-        Runner(warm=2, template=TEMPLATE) as runner,
+        Runner(warm=2, limits=Limits(wall_time=4 * nap + 10), template=TEMPLATE) as runner,
         concurrent.futures.ThreadPoolExecutor(2) as pool,
     ):
         wait_ready(runner, 2)
-        sleeper = pool.submit(runner.run_python, SIBLING, args=[str(slow(3.0))])
+        sleeper = pool.submit(runner.run_python, SIBLING, args=[str(nap)])
         time.sleep(slow(0.5))
         attacker = runner.run_python(ATTACKER)
         slept = sleeper.result()
@@ -256,25 +257,22 @@ def test_a_template_whose_kind_is_forgotten_ends_only_once_its_copies_have() -> 
     assert result.status is Status.OK and result.stdout == b"done\n", result
 
 
-#: As the caller (``caller.run_script``): one copy sleeps while another kills its
-#: process group, stops it and lowers its priority; what the sleeper and the template
-#: saw, as JSON.
+#: As the caller (``caller.run_script``): one copy sleeps while another lowers its
+#: process group's priority and kills it; what the sleeper and the template saw, as
+#: JSON.  The wall limit leaves room for the sleep however slow the machine.
 GROUP_SCRIPT = r"""
 import concurrent.futures, json, sys, time
 sys.path.insert(0, sys.argv[1])
-from pysandbox import Runner, Template
+from pysandbox import Limits, Runner, Template
 NAP = NAP_VALUE
 SLEEPER = f"import os, time\ntime.sleep({NAP})\nprint(os.getpriority(os.PRIO_PROCESS, 0))\n"
 ATTACKER = '''
 import os, signal
 os.setpriority(os.PRIO_PGRP, 0, 19)
-try:
-    os.kill(0, signal.SIGSTOP)  # its group: itself too
-except OSError:
-    pass
-os.kill(0, signal.SIGKILL)
+os.kill(0, signal.SIGKILL)  # its group: itself too
 '''
-with Runner(warm=2, template=Template(copies=True)) as runner, \
+limits = Limits(wall_time=4 * NAP + 10)
+with Runner(warm=2, limits=limits, template=Template(copies=True)) as runner, \
         concurrent.futures.ThreadPoolExecutor(1) as pool:
     while runner.warm_ready < 2:
         time.sleep(0.01)
@@ -293,8 +291,8 @@ print(json.dumps({
 
 def test_a_copy_cannot_signal_or_slow_its_group(caller: Caller) -> None:
     """A copy is the leader of a session and a process group of its own (a process
-    group is not bounded by a pid namespace): one that stops and kills its group and
-    lowers its group's priority ends itself only; a sibling copy of the same uid (a
+    group is not bounded by a pid namespace): one that lowers its group's priority and
+    kills its group ends itself only; a sibling copy of the same uid (a
     non-root caller's) sleeps to its end at its own priority, and the template still
     makes copies."""
     script = GROUP_SCRIPT.replace("NAP_VALUE", repr(slow(2.0)))
