@@ -11,8 +11,10 @@
 #include <sys/resource.h>
 #include <sys/types.h>
 
-/* The most fds one request may carry (the link included). */
-#define SBX_COPY_MAX_FDS 64
+#include "fdpass.h"
+
+/* The most fds one request may carry (the link included): one message's. */
+#define SBX_COPY_MAX_FDS SBX_FDPASS_MAX
 /* The largest request: its words, NUL-separated. */
 #define SBX_COPY_MAX_REQUEST 65536
 
