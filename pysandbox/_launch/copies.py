@@ -95,14 +95,17 @@ def _open_null() -> int:
 
 def _client_slots(control: int, joins: list[int]) -> list[int]:
     """New fds for the client slots: a copy of ``control``, then ``joins`` (taken
-    over), then ``/dev/null`` up to ``CLIENT_FDS``; on a failure, none is left."""
+    over), then ``/dev/null`` up to ``CLIENT_FDS`` (opened once, then duplicated: a
+    copy's hot path); on a failure, none is left."""
     fds = list(joins)
     try:
         if len(fds) >= CLIENT_FDS:
             raise SandboxError(f"a copy joins at most {CLIENT_FDS - 1} cgroups, not {len(fds)}")
         fds.insert(0, os.dup(control))
-        while len(fds) < CLIENT_FDS:
+        if len(fds) < CLIENT_FDS:
             fds.append(_open_null())
+        while len(fds) < CLIENT_FDS:
+            fds.append(os.dup(fds[-1]))
     except BaseException:
         for fd in fds:
             os.close(fd)
