@@ -44,6 +44,21 @@ def _write_memfd(data: bytes) -> int:
     return fd
 
 
+def _unused_slots(count: int) -> list[int]:
+    """``count`` fds of ``/dev/null`` (opened once), for slots a copy's client ignores."""
+    if count == 0:
+        return []
+    fds = [os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)]
+    try:
+        while len(fds) < count:
+            fds.append(os.dup(fds[0]))
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return fds
+
+
 def open_pass_fds(
     plan: Plan,
     lifeline_read: int,
@@ -57,7 +72,9 @@ def open_pass_fds(
     lifeline, each payload in a memfd, a copy of each channel, the waiter's fds, the code
     file's ``O_PATH`` fd, each readable path's, opened and checked once
     (``open_readable``), then the copy client's (``client``, taken over: closed on a
-    failure)."""
+    failure).  A copy (``client`` of no ``template``) gets ``/dev/null`` in the code
+    file's and the readable paths' slots: it makes its own code file, its template shows
+    the paths, and neither fd is forwarded (``copies.copy_command_line``)."""
     fds: list[int] = []
     try:
         fds.append(_write_memfd(bwrap.seccomp_program(template)))
@@ -68,12 +85,15 @@ def open_pass_fds(
             fds.append(os.dup(channel))
         if waiter is not None:
             fds += waiter.sandbox_fds()
-        if code_file is not None:
-            fds.append(code_file.path_fd())
-        if plan.readable:
-            kernel_mounts = mountinfo.kernel_mount_points()
-            for path in plan.readable:
-                fds.append(open_readable(path, kernel_mounts))
+        if client is not None and not template:
+            fds += _unused_slots(int(plan.layout.code is not None) + len(plan.readable))
+        else:
+            if code_file is not None:
+                fds.append(code_file.path_fd())
+            if plan.readable:
+                kernel_mounts = mountinfo.kernel_mount_points()
+                for path in plan.readable:
+                    fds.append(open_readable(path, kernel_mounts))
     except BaseException:
         for fd in [*fds, *(client or [])]:
             if fd != lifeline_read:

@@ -160,7 +160,7 @@ def _set_up(plan: Plan, role: AsTemplate | AsCopy | None = None) -> _Setup:
     resources = contextlib.ExitStack()
     try:
         code_file = None
-        if plan.code_path is not None:
+        if plan.code_path is not None and not _is_copy(role):
             from .codefile import CodeFile  # tempfile and shutil: only for code to run
 
             code_file = CodeFile(plan.code_mode, data=plan.code or b"")
@@ -184,6 +184,15 @@ def _set_up(plan: Plan, role: AsTemplate | AsCopy | None = None) -> _Setup:
         raise
     init_at = -1 if role is None or template else CLIENT_INIT_PIDFD
     return _Setup(argv, confinement, code_file, pass_fds, resources, waiter, init_at)
+
+
+def _is_copy(role: AsTemplate | AsCopy | None) -> bool:
+    """Whether ``role`` starts a template's copy."""
+    if role is None:
+        return False
+    from .copies import AsCopy as Copy  # loaded: ``role`` is one of its records
+
+    return isinstance(role, Copy)
 
 
 def _client_fds(role: AsTemplate | AsCopy, confinement: Confinement) -> tuple[list[int], bool]:
@@ -319,7 +328,7 @@ class Launched:
         message says ``within`` seconds), ``Cancelled`` once ``cancel`` is set while it
         waits; the caller then closes it."""
         code_file, waiter = self._setup.code_file, self._setup.waiter
-        assert code_file is not None and waiter is not None
+        assert waiter is not None and (code_file is not None) != (self._code_fd is not None)
         said = waiter.said(max(0.0, until - time.monotonic()), cancel)
         if not said and cancel is not None and cancel.is_set():
             raise Cancelled("the run was cancelled; the sandbox was killed")
@@ -333,8 +342,9 @@ class Launched:
             if not said and not self._sandbox.exited() and time.monotonic() >= until:
                 raise SandboxError(f"the warm sandbox was not ready within {within:g} s")
             raise SandboxError("the warm sandbox ended before its code came" + self._last_words())
-        code_file.write(code)
-        if self._code_fd is not None:
+        if code_file is not None:
+            code_file.write(code)
+        else:
             handover = replace(handover, code=(self._code_fd, code))
         waiter.hand(handover.encode())
         self._baseline = baseline
@@ -439,11 +449,7 @@ def start(plan: Plan, role: AsTemplate | AsCopy | None = None) -> Launched:
 
 def _copy_code_fd(plan: Plan, role: AsTemplate | AsCopy | None) -> int | None:
     """Where a template's copy's waiter writes its code; None for any other sandbox."""
-    if role is None:
-        return None
-    from .copies import AsCopy as Copy  # only where templates are copied
-
-    return plan.layout.code if isinstance(role, Copy) else None
+    return plan.layout.code if _is_copy(role) else None
 
 
 def launch(plan: Plan) -> Facts:

@@ -13,6 +13,7 @@ import concurrent.futures
 import json
 import os
 import time
+from typing import Any
 
 import pytest
 from support.callers import Caller
@@ -310,3 +311,39 @@ def test_a_set_up_that_leaves_shared_memory_gets_no_copy() -> None:
     with Runner(warm=1, template=sharing) as runner, pytest.raises(SandboxError) as raised:
         runner.run_python("print(1)")
     assert "writable shared mapping" in str(raised.value), raised.value
+
+
+def test_a_copys_launch_makes_no_code_file_and_opens_no_readable_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A copy gets its code in the hand-over and is shown the readable paths by its
+    template: its launch makes no host code file (a temporary directory) and opens no
+    readable path again (a parse of the mount table), which a copy's hot path would pay
+    for nothing.  The copies still see the path and run their code."""
+    from pysandbox._launch import codefile, command
+
+    made: list[str] = []
+    real_code_file, real_open_readable = codefile.CodeFile.__init__, command.open_readable
+
+    def code_file(self: codefile.CodeFile, *args: Any, **keywords: Any) -> None:
+        made.append("code file")
+        real_code_file(self, *args, **keywords)
+
+    def open_readable(*args: Any) -> int:
+        made.append("readable")
+        return real_open_readable(*args)
+
+    monkeypatch.setattr(codefile.CodeFile, "__init__", code_file)
+    monkeypatch.setattr(command, "open_readable", open_readable)
+    code = f"print(open({__file__!r}).read().startswith('# SPDX'))"
+    with Runner(warm=1, template=TEMPLATE) as runner:
+        runner.run_python(code, readable=[__file__])
+        wait_ready(runner)
+        del made[:]
+        results = []
+        for _ in range(3):
+            results.append(runner.run_python(code, readable=[__file__]))
+            wait_ready(runner)
+        copies = _copies_of(runner)
+    assert [(r.status, r.stdout) for r in results] == [(Status.OK, b"True\n")] * 3, results
+    assert made == [] and copies >= 4, (made, copies)
