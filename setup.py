@@ -34,6 +34,7 @@ SOURCES = [
     "src/unixgc.c",
     "src/seccomp_filter.c",
     "src/landlock.c",
+    "src/capabilities.c",
     "src/copy.c",
     "src/copy_request.c",
     "src/copy_serve.c",
@@ -42,7 +43,7 @@ SOURCES = [
     "src/fdpass.c",
     "src/userns.c",
 ]
-INIT_SOURCES = ["src/init.c", "src/init_files.c", "src/landlock.c"]
+INIT_SOURCES = ["src/init.c", "src/init_files.c", "src/landlock.c", "src/capabilities.c"]
 #: The host-side programs built beside the module: the init, and the copy client
 #: (``src/copy_client.c``) the C core starts in bwrap's place for a template's copy.
 COPY_SOURCES = ["src/copy_client.c", "src/copy_template.c", "src/fdpass.c"]

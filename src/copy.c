@@ -56,6 +56,7 @@
  * its own first: a process group is not bounded by a pid namespace.
  */
 #define _GNU_SOURCE
+#include "capabilities.h"
 #include "copy.h"
 
 #include "fdpass.h"
@@ -64,7 +65,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <net/if.h>
@@ -238,29 +238,19 @@ static int install_filter(int seccomp_fd)
 
 /*
  * drop_identity: become the copy's identity (--id; the template's own
- * without it) with no capability in any set: the bounding set is emptied
- * first, while CAP_SETPCAP is there.  Raw set*id calls: the C library's
+ * without it) with no capability in any set (capabilities.c): the bounding
+ * set is emptied first, while CAP_SETPCAP is there.  Raw set*id calls: the C library's
  * would signal the template's threads, whose memory P1 shares.  Returns 0,
  * or -1 with errno.
  */
 static int drop_identity(const struct sbx_copy_options *opt)
 {
-    struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
-    struct __user_cap_data_struct caps[2];
-    int cap;
-    for (cap = 0; cap <= 63; cap++) {
-        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL)
-            return -1;
-    }
+    if (sbx_empty_bounding_set() != 0)
+        return -1;
     if (opt->has_id && (syscall(SYS_setresgid, opt->gid, opt->gid, opt->gid) != 0 ||
                         syscall(SYS_setresuid, opt->uid, opt->uid, opt->uid) != 0))
         return -1;
-    memset(caps, 0, sizeof caps);
-    if (syscall(SYS_capset, &header, caps) != 0)
-        return -1;
-    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
-        return -1;
-    return 0;
+    return sbx_clear_capabilities();
 }
 
 /*

@@ -57,7 +57,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <linux/capability.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,11 +66,11 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "capabilities.h"
 #include "init_files.h"
 #include "landlock.h"
 
@@ -259,27 +258,19 @@ static void check_launched(const struct options *opt)
 }
 
 /*
- * drop_privileges: become uid/gid for good.  The bounding set goes first,
- * while CAP_SETPCAP is still there; setresuid away from 0 then clears the
- * permitted, effective and ambient sets; capset clears the inheritable one.
+ * drop_privileges: become uid/gid for good, with no capability in any set
+ * (capabilities.c): the bounding set goes first, while CAP_SETPCAP is still
+ * there.  Dies on a failure.
  */
 static void drop_privileges(const struct options *opt)
 {
-    struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
-    struct __user_cap_data_struct data[2];
-    int cap;
-    for (cap = 0; cap <= 63; cap++) {
-        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL)
-            die("dropping the capability bounding set", NULL);
-    }
+    if (sbx_empty_bounding_set() != 0)
+        die("dropping the capability bounding set", NULL);
     if (setgroups(0, NULL) != 0 || setresgid(opt->gid, opt->gid, opt->gid) != 0 ||
         setresuid(opt->uid, opt->uid, opt->uid) != 0)
         die("dropping to the sandbox user", NULL);
-    memset(data, 0, sizeof data);
-    if (syscall(SYS_capset, &header, data) != 0)
+    if (sbx_clear_capabilities() != 0)
         die("clearing capabilities", NULL);
-    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
-        die("clearing ambient capabilities", NULL);
     /* The change of credentials cleared bwrap's --die-with-parent: arm it again.
      * Only a backstop: bwrap, uid 0 without capabilities, may not signal this
      * uid, so the kernel drops it; --lifeline-fd is what ends the sandbox. */

@@ -41,7 +41,7 @@ print(json.dumps({
     "files": sorted(os.listdir(".")), "cwd": os.getcwd(),
     "weights": open("model/weights.txt").read(),
     "status": {k: v.split() for k, v in (l.split(":", 1) for l in open("/proc/self/status"))
-               if k in ("CapEff", "CapBnd", "NoNewPrivs", "Seccomp")},
+               if k.startswith("Cap") or k in ("NoNewPrivs", "Seccomp")},
 }))
 """
 
@@ -73,7 +73,9 @@ def test_a_copy_finds_the_template_done_in_a_sandbox_of_its_own() -> None:
         assert "secret_of_setup" not in json.dumps(look)
         status = look["status"]
         assert isinstance(status, dict)
-        assert status["CapEff"] == ["0000000000000000"] and status["NoNewPrivs"] == ["1"]
+        for capabilities in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+            assert status[capabilities] == ["0000000000000000"], status
+        assert status["NoNewPrivs"] == ["1"], status
         assert status["Seccomp"] == ["2"], status
     uids = [look["uid"] for look in seen]
     if os.geteuid() == 0:
