@@ -40,6 +40,7 @@ SOURCES = [
     "src/copy_serve.c",
     "src/copy_tree.c",
     "src/copy_memory.c",
+    "src/copy_rseq.c",
     "src/fdpass.c",
     "src/userns.c",
 ]
@@ -170,7 +171,8 @@ setup(
             ],
             extra_compile_args=CFLAGS,
             extra_link_args=LDFLAGS,
-            libraries=[] if LIBSECCOMP_A else ["seccomp"],
+            # dlsym (src/copy_rseq.c) is libdl's on C libraries before glibc 2.34.
+            libraries=["dl"] if LIBSECCOMP_A else ["seccomp", "dl"],
             extra_objects=[LIBSECCOMP_A] if LIBSECCOMP_A else [],
         )
     ],

@@ -323,6 +323,7 @@ static pid_t start_program(int link, const struct sbx_copy_options *opt, int old
             close(saved[i]);
         return program;
     }
+    sbx_copy_rseq_register();
     hooks->after_fork_child(hooks->state);
     pthread_sigmask(SIG_SETMASK, &served->mask, NULL);
     for (i = 0; i < opt->n_keep; i++) {

@@ -67,6 +67,8 @@ int sbx_copy_place_fds(struct sbx_copy_request *request, const struct sbx_copy_o
 void sbx_close_all_but(const int *keep, size_t n, int also);
 int sbx_copy_tree(int from_dir, int to_dir, const char *skip);
 int sbx_shared_writable(char *what, size_t size);
+void sbx_copy_rseq_find(void);
+void sbx_copy_rseq_register(void);
 void sbx_copy_release(struct sbx_copy_request *request);
 struct sbx_copy_hooks;
 int sbx_copy_become(struct sbx_copy_request *request, const struct sbx_copy_hooks *hooks);

@@ -192,6 +192,7 @@ int sbx_copy_serve(int control_fd, struct sbx_copy_request *request,
     server.own_pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
     if (server.own_pidns < 0)
         return -1;
+    sbx_copy_rseq_find();
     for (;;) {
         rc = watch(&server, hooks);
         if (rc < 0)

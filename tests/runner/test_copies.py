@@ -349,3 +349,36 @@ def test_a_copys_launch_makes_no_code_file_and_opens_no_readable_path(
         copies = _copies_of(runner)
     assert [(r.status, r.stdout) for r in results] == [(Status.OK, b"True\n")] * 3, results
     assert made == [] and copies >= 4, (made, copies)
+
+
+#: Pins itself to each CPU in turn and asks the C library which CPU it runs on.
+WHICH_CPU = """
+import ctypes, json, os
+libc = ctypes.CDLL(None)
+seen = {}
+for cpu in sorted(os.sched_getaffinity(0))[:2]:
+    os.sched_setaffinity(0, {cpu})
+    seen[cpu] = libc.sched_getcpu()
+print(json.dumps(sorted(seen.items())))
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to move between")
+def test_a_copys_program_knows_which_cpu_it_runs_on() -> None:
+    """The C library reads the CPU number from the thread's rseq area, which the kernel
+    keeps up to date only for a registered thread: a copy's program registers it again,
+    as a fresh program's C library did, so the number follows the program from CPU to
+    CPU instead of staying the template's."""
+    with Runner(warm=1, template=Template(copies=True)) as runner:
+        runner.run_python("pass")
+        pool = runner._pool
+        assert pool is not None
+        results, taken = [], pool.taken
+        for _ in range(3):
+            wait_ready(runner)
+            results.append(runner.run_python(WHICH_CPU))
+        taken = pool.taken - taken
+    for result in results:
+        assert result.status is Status.OK, result
+        assert all(cpu == seen for cpu, seen in json.loads(result.stdout)), result.stdout
+    assert taken == 3, taken
