@@ -58,9 +58,12 @@ if os.environ.get("PYSANDBOX_STRICT"):
 # The wheels link libseccomp in (scripts/build-wheels.sh names the archive), so that
 # users need no libseccomp.so.2 of a matching version.
 LIBSECCOMP_A = os.environ.get("PYSANDBOX_LIBSECCOMP_A")
-# A compiler for the init alone: the wheels' compiler targets an old glibc and cannot
-# link statically, while the host's links a static init that needs no C library.
-INIT_CC = os.environ.get("PYSANDBOX_INIT_CC")
+# A compiler for the programs alone (the init and the copy client), which every sandbox
+# starts: PYSANDBOX_INIT_CC when set (the wheels' compiler targets an old glibc and
+# cannot link statically), else musl's where it is installed (a static program of musl
+# starts about 0.3 ms sooner than one of glibc, whose start-up code is larger), else the
+# module's.  Each is linked statically where it can be, so it needs no C library.
+INIT_CC = os.environ.get("PYSANDBOX_INIT_CC") or shutil.which("musl-gcc")
 #: Each header the build needs, and the packages that install it.
 HEADERS = {
     "Python.h": "python3-dev on Debian and Ubuntu, python3-devel on Fedora",
@@ -144,7 +147,7 @@ class BuildExtAndInit(build_ext):
         return path
 
     def _init_compiler(self) -> CCompiler:
-        """The compiler for the init: ``PYSANDBOX_INIT_CC`` when set, else the module's."""
+        """The compiler for the programs: ``INIT_CC`` when there is one, else the module's."""
         if not INIT_CC:
             return self.compiler
         compiler = type(self.compiler)()

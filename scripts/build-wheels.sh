@@ -8,8 +8,9 @@
 # The module is compiled by zig's clang against glibc 2.24's symbols: the oldest glibc
 # whose clone(CLONE_VM) leaves the parent's cached tid alone (src/clone.c refuses older
 # ones), so the wheels are manylinux_2_24.  libseccomp is linked in from Debian's static
-# archive, so users need no libseccomp.so.2.  The init is linked statically by the
-# host's cc and needs no C library at all.  auditwheel checks the result and tags it.
+# archive, so users need no libseccomp.so.2.  The programs (the init and the copy
+# client) are linked statically with musl and need no C library at all.  auditwheel
+# checks the result and tags it.
 # The build tools live in .venv-wheel-tools, installed with pip.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -27,6 +28,11 @@ zig="$PWD/$tools/bin/python -m ziglang cc -target $target -mcpu=baseline"
 libseccomp_a=$(cc -print-file-name=libseccomp.a)
 if [ ! -e "$libseccomp_a" ] || [ ! -e /usr/include/seccomp.h ]; then
     echo "build-wheels.sh: libseccomp.a or seccomp.h is missing: apt-get install libseccomp-dev" >&2
+    exit 1
+fi
+
+if ! command -v musl-gcc >/dev/null; then
+    echo "build-wheels.sh: musl-gcc is missing (it builds the programs): apt-get install musl-tools" >&2
     exit 1
 fi
 
@@ -51,7 +57,7 @@ for version in 3.9 3.10 3.11 3.12 3.13; do
     }
     echo "wheel for Python $version ($python)"
     CC="$zig" LDSHARED="$zig -shared -s -Wl,--version-script=$work/exports.map" CFLAGS="-I$work/include" \
-        PYSANDBOX_LIBSECCOMP_A="$libseccomp_a" PYSANDBOX_INIT_CC=cc \
+        PYSANDBOX_LIBSECCOMP_A="$libseccomp_a" PYSANDBOX_INIT_CC=musl-gcc \
         "$python" -m pip wheel -q --no-deps --no-cache-dir -w "$work/raw-$version" "$work/src"
     "$tools/bin/auditwheel" repair --only-plat --plat "$platform" -w "$work/wheel-$version" \
         "$work/raw-$version"/*.whl

@@ -8,6 +8,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 need=()
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v cc >/dev/null || need+=(gcc)
+command -v musl-gcc >/dev/null || need+=(musl-tools)
 [ -e /usr/include/seccomp.h ] || need+=(libseccomp-dev)
 python3 -c 'import os, sys, sysconfig
 sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' ||

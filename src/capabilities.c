@@ -13,11 +13,22 @@
 #include "capabilities.h"
 
 #include <errno.h>
-#include <linux/capability.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+/* The kernel's capset structures (linux/capability.h), written out: the init
+ * may be built with a C library that ships no kernel headers (musl). */
+#define CAPABILITY_VERSION_3 0x20080522
+struct capability_header {
+    uint32_t version;
+    int pid;
+};
+struct capability_data {
+    uint32_t effective, permitted, inheritable;
+};
 
 /* The highest capability number any kernel may know; higher ones are EINVAL. */
 #define LAST_CAPABILITY 63
@@ -45,8 +56,8 @@ int sbx_empty_bounding_set(void)
  */
 int sbx_clear_capabilities(void)
 {
-    struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
-    struct __user_cap_data_struct data[2];
+    struct capability_header header = {CAPABILITY_VERSION_3, 0};
+    struct capability_data data[2];
     memset(data, 0, sizeof data);
     if (syscall(SYS_capset, &header, data) != 0)
         return -1;
