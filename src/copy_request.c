@@ -116,8 +116,10 @@ static int parse_option(const char *name, char *value, struct sbx_copy_options *
         return 0;
     }
     if (strcmp(name, "--rlimit") == 0) {
+        /* A resource past int would wrap to another one (2^32 to RLIMIT_CPU). */
         if (opt->n_rlimits == MAX_RLIMITS ||
-            sscanf(value, "%lld:%lld:%lld%n", &a, &b, &c, &used) != 3 || value[used] != '\0')
+            sscanf(value, "%lld:%lld:%lld%n", &a, &b, &c, &used) != 3 || value[used] != '\0' ||
+            a < 0 || a >= RLIM_NLIMITS)
             return -1;
         opt->rlimits[opt->n_rlimits].resource = (int)a;
         opt->rlimits[opt->n_rlimits].soft = b < 0 ? RLIM_INFINITY : (rlim_t)b;
