@@ -26,7 +26,7 @@
 struct sbx_copy_request {
     sigset_t mask;      /* the template's signal mask, which P1 and P2 restore */
     volatile int clean; /* P1 sets it as it leaves by exec or _exit (copy_serve.c) */
-    char text[SBX_COPY_MAX_REQUEST];
+    char text[SBX_COPY_MAX_REQUEST + 1]; /* and a NUL after the last word */
     size_t length;
     int fds[SBX_COPY_MAX_FDS];
     size_t n_fds;

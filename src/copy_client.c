@@ -237,19 +237,38 @@ static void report(int status_fd, const char *key, long value)
         die("cannot write the status", strerror(errno));
 }
 
+/*
+ * make_link: the link's socket pair into link[], passing credentials to
+ * link[0], which stays above INIT_PIDFD: with fd 3 free at the start
+ * (nothing forwarded there) the pair would take it, and the init's pidfd,
+ * put there on "b", would replace the link.  Dies on a failure.
+ */
+static void make_link(int link[2])
+{
+    int one = 1, moved;
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, link) != 0 ||
+        setsockopt(link[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof one) != 0)
+        die("cannot make the copy's link", strerror(errno));
+    if (link[0] > INIT_PIDFD)
+        return;
+    moved = fcntl(link[0], F_DUPFD_CLOEXEC, INIT_PIDFD + 1);
+    if (moved < 0)
+        die("cannot make the copy's link", strerror(errno));
+    close(link[0]);
+    link[0] = moved;
+}
+
 int main(int argc, char **argv)
 {
     struct client_options opt;
     char text[512];
-    int link[2], one = 1, fd;
+    int link[2], fd;
     size_t i;
     pid_t pid;
     if (argc > 1 && strcmp(argv[1], "--template") == 0)
         return sbx_template_main(argc, argv);
     parse_options(argc, argv, &opt);
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, link) != 0 ||
-        setsockopt(link[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof one) != 0)
-        die("cannot make the copy's link", strerror(errno));
+    make_link(link);
     send_request(&opt, link[1]);
     close(link[1]);
     close(opt.control_fd);

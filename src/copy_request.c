@@ -26,22 +26,25 @@
 /*
  * sbx_copy_receive: block until the next request arrives on control_fd and
  * fill *request (its fds close-on-exec).  Returns 1 for a request, 0 when
- * the host closed the socket, -1 with errno on a failure (a request that
- * is empty, cut short, or carries no link is EBADMSG, its fds closed).
- * Any thread; no GIL needed.
+ * the host closed the socket (or sent an empty message without fds, which
+ * looks the same), -1 with errno on a failure (a request that is empty,
+ * cut short, or carries no link is EBADMSG, its fds closed).  Any thread;
+ * no GIL needed.
  */
 int sbx_copy_receive(int control_fd, struct sbx_copy_request *request)
 {
     struct sbx_fd_message message;
     ssize_t n = sbx_fd_recv(control_fd, request->text, sizeof request->text - 1, &message);
     request->n_fds = 0;
-    if (n <= 0)
-        return n == 0 ? 0 : -1;
+    if (n < 0)
+        return -1;
+    if (n == 0 && message.n_fds == 0)
+        return 0;
     memcpy(request->fds, message.fds, message.n_fds * sizeof(int));
     request->n_fds = message.n_fds;
     request->text[n] = '\0';
     request->length = (size_t)n;
-    if (request->n_fds == 0 || message.cut) {
+    if (n == 0 || request->n_fds == 0 || message.cut) {
         sbx_copy_release(request);
         errno = EBADMSG;
         return -1;
@@ -113,8 +116,10 @@ static int parse_option(const char *name, char *value, struct sbx_copy_options *
         return 0;
     }
     if (strcmp(name, "--rlimit") == 0) {
+        /* A resource past int would wrap to another one (2^32 to RLIMIT_CPU). */
         if (opt->n_rlimits == MAX_RLIMITS ||
-            sscanf(value, "%lld:%lld:%lld%n", &a, &b, &c, &used) != 3 || value[used] != '\0')
+            sscanf(value, "%lld:%lld:%lld%n", &a, &b, &c, &used) != 3 || value[used] != '\0' ||
+            a < 0 || a >= RLIM_NLIMITS)
             return -1;
         opt->rlimits[opt->n_rlimits].resource = (int)a;
         opt->rlimits[opt->n_rlimits].soft = b < 0 ? RLIM_INFINITY : (rlim_t)b;

@@ -3,8 +3,9 @@
  * fdpass.c: one message of bytes and fds (SCM_RIGHTS) over a unix socket,
  * and the sender's credentials (SCM_CREDENTIALS) where the receiving socket
  * asks for them (SO_PASSCRED): the kernel gives the sender's pid as the
- * receiver's pid namespace sees it.  Async-signal-safe (sendmsg, recvmsg
- * and memory copies): a template's copies call them between fork and exec.
+ * receiver's pid namespace sees it.  Async-signal-safe (sendmsg, recvmsg,
+ * close and memory copies): a template's copies call them between fork and
+ * exec.
  */
 #define _GNU_SOURCE
 #include "fdpass.h"
@@ -12,6 +13,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 /* The control space of a message: every fd and one set of credentials. */
 union fdpass_control {
@@ -55,10 +57,32 @@ int sbx_fd_send(int socket_fd, const void *data, size_t length, const int *fds, 
 }
 
 /*
+ * keep_fds: the fds of an SCM_RIGHTS part into *message, at most
+ * SBX_FDPASS_MAX; those past it are closed and message->cut set.  The
+ * control space holds more than SBX_FDPASS_MAX fds when no credentials take
+ * their room (a socket without SO_PASSCRED), and the kernel fills it.
+ */
+static void keep_fds(const struct cmsghdr *part, struct sbx_fd_message *message)
+{
+    size_t count = (part->cmsg_len - CMSG_LEN(0)) / sizeof(int), i;
+    for (i = SBX_FDPASS_MAX; i < count; i++) {
+        int extra;
+        memcpy(&extra, CMSG_DATA(part) + i * sizeof(int), sizeof extra);
+        close(extra);
+    }
+    if (count > SBX_FDPASS_MAX) {
+        count = SBX_FDPASS_MAX;
+        message->cut = 1;
+    }
+    memcpy(message->fds, CMSG_DATA(part), count * sizeof(int));
+    message->n_fds = count;
+}
+
+/*
  * sbx_fd_recv: block for one message: at most size bytes into data, its fds
  * (close-on-exec) and its sender into *message.  Returns the bytes' length
  * (0 when the peer closed), or -1 with errno.  Fds beyond SBX_FDPASS_MAX are
- * lost (message->cut says so, as for bytes beyond size).
+ * closed (message->cut says so, as for bytes beyond size).
  */
 ssize_t sbx_fd_recv(int socket_fd, void *data, size_t size, struct sbx_fd_message *message)
 {
@@ -84,9 +108,7 @@ ssize_t sbx_fd_recv(int socket_fd, void *data, size_t size, struct sbx_fd_messag
         if (part->cmsg_level != SOL_SOCKET)
             continue;
         if (part->cmsg_type == SCM_RIGHTS) {
-            size_t count = (part->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-            memcpy(message->fds, CMSG_DATA(part), count * sizeof(int));
-            message->n_fds = count;
+            keep_fds(part, message);
         } else if (part->cmsg_type == SCM_CREDENTIALS) {
             struct ucred cred;
             memcpy(&cred, CMSG_DATA(part), sizeof cred);

@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: MIT
 """The C units linked alone and fed hostile input (``tests/core/c``): the capture buffer
-(``src/buffer.c``) and the init's file record streams (``src/init_files.c``), each built by
-``cc`` with the flags of ``setup.py``'s strict build and run, plain and under
-AddressSanitizer and UndefinedBehaviorSanitizer (leaks included); every line of their TAP
-output must be ``ok``."""
+(``src/buffer.c``), the init's file record streams (``src/init_files.c``), and a
+template's copy requests as received and parsed (``src/copy_request.c`` with
+``src/fdpass.c``), each built by ``cc`` with the flags of ``setup.py``'s strict build and
+run, plain and under AddressSanitizer and UndefinedBehaviorSanitizer (leaks included);
+every line of their TAP output must be ``ok``."""
 
 from __future__ import annotations
 
@@ -17,8 +18,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.no_bwrap
 
-#: Each program of ``tests/core/c`` and the one file of ``src`` it links.
-PROGRAMS = {"test_buffer": "buffer.c", "test_init_files": "init_files.c"}
+#: Each program of ``tests/core/c`` and the files of ``src`` it links.
+PROGRAMS: dict[str, tuple[str, ...]] = {
+    "test_buffer": ("buffer.c",),
+    "test_init_files": ("init_files.c",),
+    "test_copy_request": ("copy_request.c", "fdpass.c"),
+    "test_copy_parse": ("copy_request.c", "fdpass.c"),
+}
 #: ``setup.py``'s compiler flags with ``PYSANDBOX_STRICT`` set.
 CFLAGS = ["-std=c11", "-Wall", "-Wextra", "-Werror"]
 #: ``setup.py``'s sanitizer flags, and UBSan's reports made fatal.
@@ -53,7 +59,7 @@ def _build(program: str, flags: list[str], out: Path) -> Path:
             f"-I{ROOT / 'src'}",
             f"-I{ROOT / 'tests' / 'core' / 'c'}",
             str(ROOT / "tests" / "core" / "c" / f"{program}.c"),
-            str(ROOT / "src" / PROGRAMS[program]),
+            *(str(ROOT / "src" / source) for source in PROGRAMS[program]),
             "-o",
             str(binary),
         ],
