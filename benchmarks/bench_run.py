@@ -317,7 +317,7 @@ def verify_shell_sandbox(
     with tempfile.TemporaryDirectory(prefix="bench_run-") as out_dir:
         checked_subprocess(shell_argv(command.script(rlimits, out_dir), command.argv), {})
         with open(os.path.join(out_dir, str(status_fd)), "rb") as f:
-            status = _launch.bwrap_report(f.read())
+            status = _failures.bwrap_report(f.read())
         with open(os.path.join(out_dir, str(report_fd)), "rb") as f:
             report = _failures.parse_init_report(f.read())
     if status.get("exit-code") != 0 or report is None or report.wait_status != 0:
