@@ -16,9 +16,10 @@ every round, so no call always runs first or right after another):
 
 Every call is checked after it is timed (status, exit code, exactly the bytes written),
 so a capture that loses or adds a byte cannot look fast.  The script prints the median
-and quartiles of each call, the ratios capture / /dev/null (issue 12's goal: at most
-1.8) and the differences in ms.  It is a measurement, not a test: it exits 0 whatever
-the figures are, and fails only if a call raises or returns something else.
+and quartiles of each call, the ratios capture / /dev/null (issue 22's goal: at most
+1.5; issue 12's was 1.8) and the differences in ms.  It is a measurement, not a test: it
+exits 0 whatever the figures are, and fails only if a call raises or returns something
+else.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ while data:
 """
 TO_STDOUT = "1"
 TO_NULL = 'os.open("/dev/null", os.O_WRONLY)'
-GOAL = 1.8
+GOAL = 1.5
 
 
 @dataclasses.dataclass(frozen=True)
