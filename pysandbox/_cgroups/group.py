@@ -71,6 +71,19 @@ _counter = itertools.count()
 # -- the sandbox's group in every hierarchy -------------------------------------------------
 
 
+def _check_limits(processes: int | None, memory: int | None) -> None:
+    """Raise ``TypeError`` or ``ValueError`` for a limit that is not None or a positive int."""
+    for name, value in (("processes", processes), ("memory", memory)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int or None, not {type(value).__name__}")
+        if not 0 < value <= MAX_LIMIT:
+            raise ValueError(
+                f"{name} must be > 0 and <= 2**62 (or None for no limit), got {value!r}"
+            )
+
+
 class SandboxCgroup:
     """One sandbox's control group: a cap on its processes and threads and on its memory.
 
@@ -120,15 +133,7 @@ class SandboxCgroup:
         settle: Callable[[], bool] | None = None,
     ) -> None:
         """Check the limits; nothing is created before ``__enter__``."""
-        for name, value in (("processes", processes), ("memory", memory)):
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"{name} must be an int or None, not {type(value).__name__}")
-            if not 0 < value <= MAX_LIMIT:
-                raise ValueError(
-                    f"{name} must be > 0 and <= 2**62 (or None for no limit), got {value!r}"
-                )
+        _check_limits(processes, memory)
         self._processes = processes
         self._memory = memory
         self._nodes: list[Node] = []
@@ -136,7 +141,8 @@ class SandboxCgroup:
         #: Per node: the fd the spawn child joins through (see ``v1_join_fds``).
         self._join_fds: list[int] = []
         self._cpu_fd = -1
-        self._state = "new"  # -> "entered" -> "exited"
+        self._state = "new"  # -> ("prepared" ->) "entered" -> "exited"
+        self._limited = False
         self._final: CgroupUsage | None = None
         self._remove_later = remove_later
         self._settle = settle
@@ -195,16 +201,57 @@ class SandboxCgroup:
         """The group's directories (for messages and tests; never to be opened by path)."""
         return [node.path for node in self._nodes]
 
-    def __enter__(self) -> SandboxCgroup:
-        """Create the group, set the limits and open the ``cgroup.procs`` descriptors."""
+    def prepare(self, *, limits: bool = True) -> None:
+        """Create the group and open its descriptors now, ahead of ``__enter__``, and set
+        the limits unless not ``limits`` (``ahead.py`` makes groups off the calls' path,
+        without limits, and gives each its call's with ``limit_to``); a group prepared
+        and never entered is ended with ``discard``."""
         if self._state != "new":
-            raise RuntimeError("a SandboxCgroup can be entered only once")
-        self._state = "entered"
+            raise RuntimeError("a SandboxCgroup can be prepared only once")
+        self._state = "prepared"
+        self._limited = limits
         try:
-            self._create()
+            self._create(limits)
         except BaseException:
             self._teardown()
             raise
+
+    def limit_to(self, processes: int | None, memory: int | None) -> None:
+        """For a group prepared without its limits: these are the ones ``__enter__``
+        sets.  Each must be None exactly where the group's was (its hierarchies are
+        made); raises ``ValueError`` otherwise, as ``__init__`` does for a bad limit."""
+        if self._state != "prepared" or self._limited:
+            raise RuntimeError("only a group prepared without limits takes them later")
+        if (processes is None, memory is None) != (self._processes is None, self._memory is None):
+            raise ValueError("a group made ahead limits the same controllers as its call")
+        _check_limits(processes, memory)
+        self._processes, self._memory = processes, memory
+
+    def discard(self, *, now: bool = False) -> None:
+        """End a group that was prepared and never entered: close and remove it (in the
+        reaper thread with ``remove_later``, unless ``now``); never raises."""
+        self._teardown(later=self._remove_later and not now)
+
+    def __enter__(self) -> SandboxCgroup:
+        """Create the group, open the ``cgroup.procs`` descriptors and set the limits
+        (what ``prepare`` did already is not done again)."""
+        if self._state == "new":
+            self.prepare()
+        elif self._state != "prepared":
+            raise RuntimeError("a SandboxCgroup can be entered only once")
+        else:
+            # What making it would have started: the retry of this process's groups
+            # left behind, and the sweep of dead callers' (one per call, made or not).
+            sweep_leftovers()
+            reaper.sweep()
+        if not self._limited:
+            try:
+                self._set_limits()
+            except BaseException:
+                self._teardown()
+                raise
+            self._limited = True
+        self._state = "entered"
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -255,8 +302,9 @@ class SandboxCgroup:
             by_hierarchy.setdefault(cpuacct, set()).add(CPUACCT)
         return {h: frozenset(c) for h, c in by_hierarchy.items()}
 
-    def _create(self) -> None:
-        """Make the group in every hierarchy, set the limits, open the procs files."""
+    def _create(self, limits: bool = True) -> None:
+        """Make the group in every hierarchy, open the procs files, set the limits
+        (unless not ``limits``: ``prepare``)."""
         needed = self._needed()
         if not needed:
             return
@@ -279,8 +327,6 @@ class SandboxCgroup:
                 remove_node(node, time.monotonic() + REMOVE_SECONDS)
                 node.close()
         for node in self._nodes:
-            set_limits(node, self._processes, self._memory)
-        for node in self._nodes:
             try:
                 fd = os.open(
                     "cgroup.procs", os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=node.fd
@@ -292,6 +338,13 @@ class SandboxCgroup:
             if node.hierarchy.version == 1:
                 self._join_fds.append(open_tasks(node, fd))
         self._cpu_fd = open_cpu_counter(self._nodes)
+        if limits:
+            self._set_limits()
+
+    def _set_limits(self) -> None:
+        """Write the limits into the group's nodes (read back where the table says)."""
+        for node in self._nodes:
+            set_limits(node, self._processes, self._memory)
 
     def _teardown(self, *, later: bool = False) -> None:
         """Close, kill, snapshot the counters, remove (``later``: hand the directories to

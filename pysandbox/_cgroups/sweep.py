@@ -27,7 +27,6 @@ from .reaper import Reaper
 
 __all__ = [
     "creator_of",
-    "drain",
     "reaper",
     "sweep_dead_callers",
 ]
@@ -94,15 +93,6 @@ def sweep_dead_callers() -> None:
         with contextlib.suppress(Exception):
             kill_nodes(nodes)
         remove_all(nodes)
-
-
-def drain(timeout: float | None = None) -> bool:
-    """Wait until the groups this process has finished with are removed (or, if they
-    could not be yet, left for the retry before the next group and at exit), and the
-    sweep of dead callers' groups asked for so far has run; False when ``timeout``
-    seconds passed first.  Only tests and tools need it: the groups are removed soon
-    anyway, and at exit."""
-    return reaper.drain(timeout)
 
 
 #: Removes finished groups and sweeps dead callers' after the calls have returned.

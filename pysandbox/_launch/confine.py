@@ -19,6 +19,8 @@ import resource
 from collections.abc import Iterator, Sequence
 
 from .. import _sandbox
+from .._cgroups.ahead import ask as ask_ahead
+from .._cgroups.ahead import group_for
 from .._cgroups.group import SandboxCgroup
 from .._cgroups.probe import CgroupSupport, made_both, probe, probed
 from .._cgroups.usage import CgroupUsage
@@ -125,22 +127,23 @@ def _made(
     """
     if probed() is None and memory_total is not None:
         with contextlib.suppress(SandboxError):
-            group = stack.enter_context(_group(processes, memory_total))
+            group = _group(stack, processes, memory_total)
             return made_both(), group
     support = probe()
     want_pids = processes if support.pids else None
     want_memory = memory_total if support.memory else None
     if want_pids is None and want_memory is None:
         return support, None
-    return support, stack.enter_context(_group(want_pids, want_memory))
+    return support, _group(stack, want_pids, want_memory)
 
 
-def _group(processes: int | None, memory: int | None) -> SandboxCgroup:
-    """A run's group, not yet made: its empty directories are removed after the call
-    returns (``drain``), once the memory it held is freed (``_cgroup._settle``)."""
-    return SandboxCgroup(
-        processes=processes, memory=memory, remove_later=True, settle=_sandbox.unix_gc_pass
-    )
+def _group(stack: contextlib.ExitStack, processes: int | None, memory: int | None) -> SandboxCgroup:
+    """A run's group, entered on ``stack``: made ahead when the last call had the same
+    limits (``ahead.py``), else made now; its empty directories are removed after the
+    call returns (``ahead.drain``), once the memory it held is freed
+    (``_cgroup._settle``), and the next one is asked for once it has ended."""
+    stack.callback(ask_ahead, processes, memory, _sandbox.unix_gc_pass)
+    return stack.enter_context(group_for(processes, memory, _sandbox.unix_gc_pass))
 
 
 def _without_cgroup(processes: int, base: list[tuple[int, int, int]], reason: str) -> Confinement:

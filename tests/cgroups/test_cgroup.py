@@ -27,11 +27,11 @@ from support.timing import KILL_LATENCY
 
 import pysandbox
 from pysandbox._cgroups import group as group_module
+from pysandbox._cgroups.ahead import drain
 from pysandbox._cgroups.group import SandboxCgroup
 from pysandbox._cgroups.mounts import discover
 from pysandbox._cgroups.node import PARENT
 from pysandbox._cgroups.probe import probe
-from pysandbox._cgroups.sweep import drain
 from pysandbox._cgroups.usage import CgroupUsage, shmem
 from pysandbox._model.errors import SandboxError
 

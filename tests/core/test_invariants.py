@@ -26,7 +26,7 @@ from support.sanitizers import UNDER_ASAN
 from support.timing import KILL_LATENCY, PROMPTLY, slow
 
 from pysandbox import ProcessOutput, SandboxError, eval_in_sandbox
-from pysandbox._cgroups.sweep import drain as cgroup_drain
+from pysandbox._cgroups.ahead import drain as cgroup_drain
 
 SIGPIPE_BIT = 1 << (signal.SIGPIPE - 1)
 SIGXFSZ_BIT = 1 << (signal.SIGXFSZ - 1)

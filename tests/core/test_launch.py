@@ -173,9 +173,9 @@ def test_no_cgroup_is_left_once_the_reaper_drains() -> None:
     """The groups of finished sandboxes are removed after the call returns, by the
     reaper thread: once it drains, none of this process's groups is left, whichever API
     made them; the counters were read before the call returned."""
+    from pysandbox._cgroups.ahead import drain
     from pysandbox._cgroups.mounts import discover
     from pysandbox._cgroups.node import PARENT
-    from pysandbox._cgroups.sweep import drain
 
     def ours() -> set[Path]:
         prefix = f"{PARENT}-{os.getpid()}-"

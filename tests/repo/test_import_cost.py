@@ -68,6 +68,7 @@ ALLOWED_FOR_RUN = frozenset(
         "pysandbox._api.call",
         "pysandbox._api.run",
         "pysandbox._cgroups",
+        "pysandbox._cgroups.ahead",
         "pysandbox._cgroups.base",
         "pysandbox._cgroups.files",
         "pysandbox._cgroups.group",

@@ -21,7 +21,7 @@ from support.timing import slow
 from support.warm import wait_ready
 
 from pysandbox import Limits, Runner, SandboxError, Status, Template
-from pysandbox._cgroups.sweep import reaper as cgroup_reaper
+from pysandbox._cgroups.ahead import drain as cgroup_drain
 from pysandbox._launch.bwrap import SANDBOX_ID_BASE, SANDBOX_ID_SPAN
 
 TEMPLATE = Template(
@@ -212,7 +212,7 @@ def test_nothing_of_a_template_or_its_copies_outlives_the_runner() -> None:
     assert _processes_in_the_sandbox_range() == []
     # A cgroup's directories are removed by the cgroup reaper's thread, as for a fresh
     # call; its descriptors are open until then.
-    assert cgroup_reaper.drain(30.0)
+    assert cgroup_drain(30.0)
     assert len(os.listdir("/proc/self/fd")) <= fds
 
 

@@ -14,7 +14,7 @@ from support.processes import children_of
 from support.warm import wait_ready
 
 from pysandbox import Runner
-from pysandbox._cgroups.sweep import reaper as cgroup_reaper
+from pysandbox._cgroups.ahead import drain as cgroup_drain
 from pysandbox._host import owners
 
 #: An object with a ``__del__``, held by a module both interpreters load at start-up.
@@ -97,7 +97,7 @@ def test_what_a_warm_call_leaves_is_closed_by_the_runners_close() -> None:
     runner.close()
     # A cgroup's directories are removed by the cgroup reaper's thread, as for a fresh
     # call; its descriptors are open until then.
-    assert cgroup_reaper.drain(30.0)
+    assert cgroup_drain(30.0)
     assert children_of(os.getpid()) == []
     assert _code_files() == files_before == []
     assert _open_fds() <= fds_before | {"/dev/null"}

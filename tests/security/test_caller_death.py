@@ -34,10 +34,10 @@ from support.processes import pid_state, pids_with_marker, start_time, unique_ma
 from support.timing import cpu, eval_cpu, slow
 
 from pysandbox import eval_in_sandbox, run, run_python
+from pysandbox._cgroups.ahead import drain as cgroup_drain
 from pysandbox._cgroups.mounts import discover
 from pysandbox._cgroups.node import PARENT
 from pysandbox._cgroups.probe import probe as cgroup_probe
-from pysandbox._cgroups.sweep import drain as cgroup_drain
 
 IS_ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not IS_ROOT, reason="the caller is not root here")
