@@ -47,7 +47,7 @@ own group on v2); a *node* is one sandbox's group in one hierarchy, and a
 ``SandboxCgroup`` is the nodes of one sandbox.  ``mounts`` finds the hierarchies,
 ``files`` names their control files, ``base`` readies the base, ``node`` makes, limits,
 kills and removes one node, ``usage`` reads what it counted, ``group`` is the lifecycle
-of a sandbox's nodes, ``ahead`` makes the next call's group while a call runs,
+of a sandbox's nodes, ``ahead`` makes the next call's group between calls,
 ``sweep`` and ``reaper`` remove what no call waits for, and ``probe`` tells what the
 host allows.
 

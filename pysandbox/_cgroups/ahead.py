@@ -23,7 +23,7 @@ import os
 import threading
 from collections.abc import Callable
 
-from .group import SandboxCgroup
+from .group import SandboxCgroup, check_limits
 from .sweep import reaper
 
 __all__ = ["ask", "drain", "group_for"]
@@ -32,40 +32,51 @@ __all__ = ["ask", "drain", "group_for"]
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     #: A group's limits: its processes and its memory (None: not limited).
-    Limits = tuple[int | None, int | None]
+    GroupLimits = tuple[int | None, int | None]
     #: What a group made ahead must have to serve a call: which of those it limits.
     Kind = tuple[bool, bool]
 
 
-def _kind(limits: Limits) -> Kind:
+def _kind(limits: GroupLimits) -> Kind:
     """Which controllers a group with ``limits`` limits: the hierarchies it is made in."""
     return (limits[0] is not None, limits[1] is not None)
 
 
+#: How long ``drain`` and the exit wait for the thread's work in hand (one group made
+#: or discarded: milliseconds).
+_WORK_SECONDS = 5.0
+
+
 class _Ahead:
-    """The waiting group, and the thread that makes it."""
+    """The waiting group, and the thread that makes it and discards those no call will
+    take.  Every decision about a group is made under ``_ready``; ``_busy`` counts the
+    thread's work in hand, which ``forget``, the exit and a fork wait for."""
 
     def __init__(self) -> None:
         self._ready = threading.Condition()
         #: The group made ahead, and its kind.
         self._waiting: tuple[Kind, SandboxCgroup] | None = None
         #: The limits of the group to make, and how it settles.
-        self._wanted: tuple[Limits, Callable[[], bool]] | None = None
+        self._wanted: tuple[GroupLimits, Callable[[], bool]] | None = None
         #: The kind of the last call's group, and whether the call before had it too.
         self._last: Kind | None = None
         self._again = False
         #: Groups made ahead that no call will take, for the thread to discard.
         self._unwanted: list[SandboxCgroup] = []
-        self._making = False
+        self._busy = 0
         self._generation = 0
         self._thread: threading.Thread | None = None
         self._closed = False
         atexit.register(self._close)
-        os.register_at_fork(after_in_child=self._forget_in_child)
+        os.register_at_fork(
+            before=self._hold_for_fork,
+            after_in_parent=lambda: self._ready.release(),
+            after_in_child=self._forget_in_child,
+        )
 
-    def take(self, limits: Limits) -> SandboxCgroup | None:
-        """The waiting group, given ``limits``, if it limits the same controllers; else
-        None (the waiting one is discarded by the thread)."""
+    def take(self, limits: GroupLimits) -> SandboxCgroup | None:
+        """The waiting group, given ``limits`` (checked already), if it limits the same
+        controllers; else None (the waiting one is discarded by the thread)."""
         kind = _kind(limits)
         with self._ready:
             waiting, self._waiting = self._waiting, None
@@ -80,43 +91,48 @@ class _Ahead:
         waiting[1].limit_to(*limits)
         return waiting[1]
 
-    def ask(self, limits: Limits, settle: Callable[[], bool]) -> None:
+    def ask(self, limits: GroupLimits, settle: Callable[[], bool]) -> None:
         """Once a call's group has ended: have another group for ``limits`` made, when
-        the call took one made ahead or the call before it limited the same
-        controllers."""
+        the call took one made ahead or the call before it limited the same controllers,
+        and no group waits or is being made."""
         kind = _kind(limits)
         with self._ready:
-            if self._again and self._last == kind and self._waiting is None:
+            idle = self._waiting is None and self._wanted is None and not self._busy
+            if self._again and self._last == kind and idle:
                 self._wanted = (limits, settle)
                 if not self._wake():
                     self._wanted = None
 
-    def forget(self) -> None:
-        """Discard the waiting group, and the one being made, and wait until no group
-        made ahead is left to discard (a test's ``drain`` sees none of them)."""
+    def forget(self, timeout: float | None) -> bool:
+        """Discard the waiting group and every other made ahead, once the thread's work
+        in hand is done; False when that took more than ``timeout`` seconds (then the
+        group being made is discarded by the thread when it is)."""
         with self._ready:
             self._generation += 1
             self._wanted = None
             self._last = None
-            self._ready.wait_for(lambda: not self._making)
-            unwanted, self._unwanted = self._unwanted, []
-            if self._waiting is not None:
-                unwanted.append(self._waiting[1])
-            self._waiting = None
-        for group in unwanted:
+            done = self._ready.wait_for(lambda: not self._busy, timeout)
+            groups = self._all_groups()
+        for group in groups:
             group.discard()
+        return done
+
+    def _all_groups(self) -> list[SandboxCgroup]:
+        """With ``_ready`` held: take the waiting group and the unwanted ones."""
+        groups, self._unwanted = self._unwanted, []
+        if self._waiting is not None:
+            groups.append(self._waiting[1])
+        self._waiting = None
+        return groups
 
     def _close(self) -> None:
-        """At exit: make no more, and remove the groups made ahead."""
+        """At exit: make no more, and remove the groups made ahead at once."""
         with self._ready:
             self._closed = True
             self._ready.notify_all()
-            self._ready.wait_for(lambda: not self._making, timeout=5.0)
-            unwanted, self._unwanted = self._unwanted, []
-            if self._waiting is not None:
-                unwanted.append(self._waiting[1])
-            self._waiting = None
-        for group in unwanted:
+            self._ready.wait_for(lambda: not self._busy, _WORK_SECONDS)
+            groups = self._all_groups()
+        for group in groups:
             group.discard(now=True)
 
     def _wake(self) -> bool:
@@ -144,43 +160,58 @@ class _Ahead:
                     return
                 unwanted, self._unwanted = self._unwanted, []
                 wanted, self._wanted = self._wanted, None
-                self._making = wanted is not None
                 generation = self._generation
-            for group in unwanted:
-                group.discard()
-            if wanted is not None:
-                self._make(wanted, generation)
+                self._busy += 1
+            made = None
+            try:
+                for group in unwanted:
+                    group.discard()
+                if wanted is not None:
+                    made = self._made(*wanted)
+            finally:
+                with self._ready:
+                    self._busy -= 1
+                    if made is not None and wanted is not None:
+                        self._keep(made, _kind(wanted[0]), generation)
+                    self._ready.notify_all()
 
-    def _make(self, wanted: tuple[Limits, Callable[[], bool]], generation: int) -> None:
-        """Make the group ``wanted`` and leave it waiting, unless it is no longer
-        wanted by then (``forget``, exit, or a group already waits)."""
-        (processes, memory), settle = wanted
-        group: SandboxCgroup | None = SandboxCgroup(
-            processes=processes, memory=memory, remove_later=True, settle=settle
-        )
+    @staticmethod
+    def _made(limits: GroupLimits, settle: Callable[[], bool]) -> SandboxCgroup | None:
+        """A group for ``limits``, made without them; None when it cannot be (the next
+        call makes its own, and says what fails)."""
+        processes, memory = limits
         try:
-            group.prepare(limits=False)  # type: ignore[union-attr]
+            group = SandboxCgroup(
+                processes=processes, memory=memory, remove_later=True, settle=settle
+            )
+            group.prepare(limits=False)
         except Exception:
-            group = None  # the next call makes its own, and says what fails
-        with self._ready:
-            self._making = False
-            fresh = generation == self._generation and not self._closed
-            if group is not None and fresh and self._waiting is None:
-                self._waiting, group = (_kind((processes, memory)), group), None
-            self._ready.notify_all()
-        if group is not None:
-            group.discard()
+            return None
+        return group
+
+    def _keep(self, group: SandboxCgroup, kind: Kind, generation: int) -> None:
+        """With ``_ready`` held: leave ``group`` waiting, or among the unwanted when it
+        is no longer wanted (``forget`` since, the exit, or a group already waits)."""
+        if generation == self._generation and not self._closed and self._waiting is None:
+            self._waiting = (kind, group)
+        else:
+            self._unwanted.append(group)
+
+    def _hold_for_fork(self) -> None:
+        """Before a fork: take ``_ready`` once the thread's work in hand is done, so that
+        the child gets no lock of the cgroup layer taken by it (released after)."""
+        self._ready.acquire()
+        self._ready.wait_for(lambda: not self._busy, _WORK_SECONDS)
 
     def _forget_in_child(self) -> None:
         """In a forked child: the parent's groups and thread are not this process's."""
+        groups = self._all_groups()
         self._ready = threading.Condition()
-        for group in [*self._unwanted, *([self._waiting[1]] if self._waiting else [])]:
+        for group in groups:
             group.discard()  # closes its descriptors only: the parent owns it
-        self._waiting = None
         self._wanted = None
         self._last = None
-        self._unwanted = []
-        self._making = False
+        self._busy = 0
         self._thread = None
 
 
@@ -192,7 +223,9 @@ def group_for(
 ) -> SandboxCgroup:
     """A group for one run with these limits, to be entered (``SandboxCgroup``'s
     arguments, removed later, settled with ``settle``): the one made ahead when it has
-    them, else a new one.  Once the run's group has ended, ``ask`` for the next."""
+    them, else a new one; raises as ``SandboxCgroup`` does for a bad limit, before
+    anything is taken.  Once the run's group has ended, ``ask`` for the next."""
+    check_limits(processes, memory)
     waiting = _ahead.take((processes, memory))
     if waiting is not None:
         return waiting
@@ -200,16 +233,17 @@ def group_for(
 
 
 def ask(processes: int | None, memory: int | None, settle: Callable[[], bool]) -> None:
-    """After a run whose group ``group_for`` gave: have the next one made ahead (off the
-    run's path: its sandbox has ended), when calls keep these limits."""
+    """After a run whose group ``group_for`` gave and that entered it: have the next one
+    made ahead (off the run's path: its sandbox has ended), when calls keep limiting
+    these controllers."""
     _ahead.ask((processes, memory), settle)
 
 
 def drain(timeout: float | None = None) -> bool:
-    """Discard the group made ahead, then wait until the groups this process has
+    """Discard the groups made ahead, then wait until the groups this process has
     finished with are removed (or, if they could not be yet, left for the retry before
     the next group and at exit), and the sweep of dead callers' groups asked for so far
-    has run; False when ``timeout`` seconds passed first.  Only tests and tools need it:
-    the groups are removed soon anyway, and at exit."""
-    _ahead.forget()
-    return reaper.drain(timeout)
+    has run; False when ``timeout`` seconds passed first (each wait gets it whole).
+    Only tests and tools need it: the groups are removed soon anyway, and at exit."""
+    forgotten = _ahead.forget(timeout)
+    return reaper.drain(timeout) and forgotten

@@ -53,6 +53,7 @@ from .usage import CgroupUsage, read_cpu, read_usage, settle
 
 __all__ = [
     "SandboxCgroup",
+    "check_limits",
 ]
 
 
@@ -71,7 +72,7 @@ _counter = itertools.count()
 # -- the sandbox's group in every hierarchy -------------------------------------------------
 
 
-def _check_limits(processes: int | None, memory: int | None) -> None:
+def check_limits(processes: int | None, memory: int | None) -> None:
     """Raise ``TypeError`` or ``ValueError`` for a limit that is not None or a positive int."""
     for name, value in (("processes", processes), ("memory", memory)):
         if value is None:
@@ -120,8 +121,8 @@ class SandboxCgroup:
         given, the group is removed only once the shared memory it still holds after its
         last process is gone is freed, or no pass frees more.
     :raises TypeError, ValueError: a limit is not None or a positive int.
-    :raises SandboxError: (from ``__enter__``) a limit cannot be set here; the message
-        names the file and the fix.  Nothing is left behind.
+    :raises SandboxError: (from ``prepare`` or ``__enter__``) a group or a limit cannot
+        be made here; the message names the file and the fix.  Nothing is left behind.
     """
 
     def __init__(
@@ -132,8 +133,8 @@ class SandboxCgroup:
         remove_later: bool = False,
         settle: Callable[[], bool] | None = None,
     ) -> None:
-        """Check the limits; nothing is created before ``__enter__``."""
-        _check_limits(processes, memory)
+        """Check the limits; nothing is created before ``prepare`` or ``__enter__``."""
+        check_limits(processes, memory)
         self._processes = processes
         self._memory = memory
         self._nodes: list[Node] = []
@@ -154,14 +155,16 @@ class SandboxCgroup:
     @property
     def procs_fds(self) -> list[int]:
         """Write-only, close-on-exec descriptors of the group's ``cgroup.procs`` files, one
-        per hierarchy; empty before ``__enter__``, after ``__exit__`` and with no limit."""
-        return list(self._procs_fds)
+        per hierarchy; empty before ``__enter__`` (a prepared group's too: no process
+        may join it before its limits are set), after ``__exit__`` and with no limit."""
+        return list(self._procs_fds) if self._state == "entered" else []
 
     @property
     def v1_procs_fds(self) -> list[int]:
         """Those of ``procs_fds`` of cgroup v1 hierarchies: the ones the spawned child
         writes to; the v2 group is joined through ``dir_fd``."""
-        return [fd for node, fd in zip(self._nodes, self._procs_fds) if node.hierarchy.version == 1]
+        fds = zip(self._nodes, self.procs_fds)
+        return [fd for node, fd in fds if node.hierarchy.version == 1]
 
     @property
     def v1_join_fds(self) -> list[int]:
@@ -175,7 +178,7 @@ class SandboxCgroup:
         thread group takes (``cgroup_threadgroup_rwsem``), whose writer waits for an
         RCU grace period: milliseconds on a loaded host, in the middle of every
         spawn.  Empty before ``__enter__``, after ``__exit__`` and with no limit."""
-        return list(self._join_fds)
+        return list(self._join_fds) if self._state == "entered" else []
 
     @property
     def dir_fd(self) -> int:
@@ -194,7 +197,7 @@ class SandboxCgroup:
         ``cpuacct.usage``, v2 ``cpu.stat``), for the C core to sample while the sandbox
         runs; -1 when the group has none (no cpuacct hierarchy on v1), before
         ``__enter__`` and after ``__exit__``.  The group owns it."""
-        return self._cpu_fd
+        return self._cpu_fd if self._state == "entered" else -1
 
     @property
     def paths(self) -> list[str]:
@@ -219,12 +222,13 @@ class SandboxCgroup:
     def limit_to(self, processes: int | None, memory: int | None) -> None:
         """For a group prepared without its limits: these are the ones ``__enter__``
         sets.  Each must be None exactly where the group's was (its hierarchies are
-        made); raises ``ValueError`` otherwise, as ``__init__`` does for a bad limit."""
+        made): ``ValueError`` otherwise; ``TypeError`` or ``ValueError`` for a bad
+        limit, as from ``__init__``; ``RuntimeError`` for any other group."""
         if self._state != "prepared" or self._limited:
             raise RuntimeError("only a group prepared without limits takes them later")
         if (processes is None, memory is None) != (self._processes is None, self._memory is None):
             raise ValueError("a group made ahead limits the same controllers as its call")
-        _check_limits(processes, memory)
+        check_limits(processes, memory)
         self._processes, self._memory = processes, memory
 
     def discard(self, *, now: bool = False) -> None:
@@ -239,13 +243,12 @@ class SandboxCgroup:
             self.prepare()
         elif self._state != "prepared":
             raise RuntimeError("a SandboxCgroup can be entered only once")
-        else:
-            # What making it would have started: the retry of this process's groups
-            # left behind, and the sweep of dead callers' (one per call, made or not).
-            sweep_leftovers()
-            reaper.sweep()
         if not self._limited:
             try:
+                # What making it would have started: the retry of this process's groups
+                # left behind, and the sweep of dead callers' (one per call, made or not).
+                sweep_leftovers()
+                reaper.sweep()
                 self._set_limits()
             except BaseException:
                 self._teardown()

@@ -138,12 +138,20 @@ def _made(
 
 
 def _group(stack: contextlib.ExitStack, processes: int | None, memory: int | None) -> SandboxCgroup:
-    """A run's group, entered on ``stack``: made ahead when the last call had the same
-    limits (``ahead.py``), else made now; its empty directories are removed after the
+    """A run's group, entered on ``stack``: made ahead when the last calls limited the
+    same controllers (``ahead.py``), else made now; its empty directories are removed after the
     call returns (``ahead.drain``), once the memory it held is freed
     (``_cgroup._settle``), and the next one is asked for once it has ended."""
-    stack.callback(ask_ahead, processes, memory, _sandbox.unix_gc_pass)
-    return stack.enter_context(group_for(processes, memory, _sandbox.unix_gc_pass))
+    entered: list[SandboxCgroup] = []
+
+    def ask_for_the_next() -> None:
+        """Once the group has ended (registered first, so it runs after), if it began."""
+        if entered:
+            ask_ahead(processes, memory, _sandbox.unix_gc_pass)
+
+    stack.callback(ask_for_the_next)
+    entered.append(stack.enter_context(group_for(processes, memory, _sandbox.unix_gc_pass)))
+    return entered[0]
 
 
 def _without_cgroup(processes: int, base: list[tuple[int, int, int]], reason: str) -> Confinement:
