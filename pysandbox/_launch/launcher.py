@@ -33,7 +33,7 @@ from collections.abc import Callable
 
 from .. import _sandbox
 from .._model.cancel import Cancelled
-from .._model.errors import SandboxError
+from .._model.errors import SandboxError, errno_text, process_wide_fix
 from .._model.escape import escape_report
 from .._model.record import record, replace
 from . import bwrap
@@ -179,8 +179,12 @@ def _set_up(plan: Plan, role: AsTemplate | AsCopy | None = None) -> _Setup:
         if role is not None:
             client, template = _client_fds(role, confinement)
         pass_fds = open_pass_fds(plan, lifeline_read, code_file, waiter, client, template)
-    except BaseException:
+    except BaseException as exc:
         resources.close()
+        if isinstance(exc, OSError) and process_wide_fix(exc) is not None:
+            # Out of descriptors (or the host's file table full) at any step above.
+            text, fix = errno_text(exc), process_wide_fix(exc)
+            raise SandboxError(f"cannot set the sandbox up ({text}): {fix}") from exc
         raise
     init_at = -1 if role is None or template else CLIENT_INIT_PIDFD
     return _Setup(argv, confinement, code_file, pass_fds, resources, waiter, init_at)

@@ -240,8 +240,10 @@ def test_the_sweep_removes_what_a_dying_caller_left_unowned(tmp_path: Path) -> N
 
 
 #: Run as the caller: after one call of each kind (which imports and caches what they
-#: need), every descriptor this process may have is taken; then each kind once more.
-NO_DESCRIPTORS = r"""
+#: need), every descriptor this process may have is taken but 0 to 29, so that the calls
+#: run out at each of their steps in turn (the code file, the lifeline's pipe, the
+#: cgroup's, the memfds...); then each kind once more: what each raised, or "ran".
+FEW_DESCRIPTORS = r"""
 import json, os, resource, sys
 sys.path.insert(0, sys.argv[1])
 from pysandbox import eval_in_sandbox, run_python
@@ -250,30 +252,36 @@ calls = {"eval_in_sandbox": eval_in_sandbox, "run_python": run_python}
 for call in calls.values():
     call("pass")
 resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
-held = []
-try:
-    while True:
-        held.append(os.open("/dev/null", os.O_RDONLY))
-except OSError:
-    pass
-report = {}
-for name, call in calls.items():
+report = []
+for free in range(30):
+    held = []
     try:
-        call("pass")
-        report[name] = "ran"
-    except Exception as exc:
-        report[name] = [type(exc).__name__, str(exc)]
-for fd in held:
-    os.close(fd)
+        while True:
+            held.append(os.open("/dev/null", os.O_RDONLY))
+    except OSError:
+        pass
+    for fd in held[:free]:
+        os.close(fd)
+    for name, call in calls.items():
+        try:
+            call("pass")
+            report.append([free, name, "ran", ""])
+        except Exception as exc:
+            report.append([free, name, type(exc).__name__, str(exc)])
+    for fd in held[free:]:
+        os.close(fd)
 print(json.dumps(report))
 """
 
 
-def test_a_failure_no_other_place_avoids_is_named_at_once(caller: Caller) -> None:
-    """No descriptor left (``EMFILE``): every place would fail alike, so the call raises
-    ``SandboxError`` naming the errno and the fix, not a bare ``OSError``."""
-    report = caller.run_script(NO_DESCRIPTORS, timeout=120)
-    for name in ("eval_in_sandbox", "run_python"):
-        kind, message = report[name]
-        assert kind == "SandboxError", report
-        assert "Too many open files (EMFILE)" in message and "RLIMIT_NOFILE" in message, message
+def test_running_out_of_descriptors_at_any_step_is_named(caller: Caller) -> None:
+    """No descriptor left (``EMFILE``), whichever step of a call finds it: every place
+    would fail alike, so the call raises ``SandboxError`` naming the errno and the fix,
+    never a bare ``OSError``."""
+    report = caller.run_script(FEW_DESCRIPTORS, timeout=240)
+    failures = [entry for entry in report if entry[2] != "ran"]
+    assert failures, "no call ran out of descriptors: the test proves nothing"
+    for free, name, kind, message in failures:
+        assert kind == "SandboxError", (free, name, kind, message)
+        assert "Too many open files (EMFILE)" in message, (free, name, message)
+        assert "RLIMIT_NOFILE" in message, (free, name, message)
