@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
-from support.processes import children_of
+from support.processes import children_of, session_of
 
 from pysandbox import SandboxError
 from pysandbox._host import programs
@@ -145,22 +145,6 @@ def fds_to_bait(talk: Conversation) -> list[int]:
             if (target.st_dev, target.st_ino) == (bait.st_dev, bait.st_ino):
                 found.append(int(entry))
     return sorted(found)
-
-
-def session_of(pid: int) -> list[int]:
-    """Live processes (zombies included) in the session that ``pid`` leads."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[3]) == pid:
-            found.append(int(entry))
-    return found
 
 
 def hang_up_unread(talk: Conversation) -> str:

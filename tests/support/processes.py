@@ -15,14 +15,16 @@ __all__ = [
     "parent_of",
     "pid_state",
     "pids_with_marker",
+    "session_of",
     "start_time",
     "survivors",
     "unique_marker",
 ]
 
 
-def children_of(pid: int) -> list[int]:
-    """Pids (zombies included) whose parent is ``pid``, read from /proc/*/stat."""
+def _processes_whose(field: int, value: int) -> list[int]:
+    """Pids (zombies included) whose ``field`` of /proc/*/stat, counted after the
+    command name, is ``value``."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -33,9 +35,19 @@ def children_of(pid: int) -> list[int]:
                 fields = stat.read().rsplit(b")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        if int(fields[1]) == pid:
+        if int(fields[field]) == value:
             found.append(int(entry))
     return found
+
+
+def children_of(pid: int) -> list[int]:
+    """Pids (zombies included) whose parent is ``pid``, read from /proc/*/stat."""
+    return _processes_whose(1, pid)
+
+
+def session_of(pid: int) -> list[int]:
+    """Pids (zombies included) in the session that ``pid`` leads."""
+    return _processes_whose(3, pid)
 
 
 def _stat_fields(pid: int) -> list[bytes]:
