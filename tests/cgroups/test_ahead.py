@@ -117,7 +117,8 @@ def test_a_call_gets_its_own_limits_from_a_group_made_ahead(made_by: list[str]) 
     own cap (the kernel kills the processes beyond it)."""
 
     def five(memory: int) -> list[int]:
-        limits = Limits(memory=memory, disk=MiB, processes=16)
+        # CPU time for five interpreters under emulation (the cgroup v2 lab's guest)
+        limits = Limits(memory=memory, disk=MiB, processes=16, cpu_time=30, wall_time=120)
         result = pysandbox.run_python(FIVE_PROCESSES, limits=limits)
         assert result.status is Status.OK, result
         return [int(status) for status in result.stdout.decode().strip("[]\n").split(",")]
