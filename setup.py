@@ -44,7 +44,13 @@ SOURCES = [
     "src/fdpass.c",
     "src/userns.c",
 ]
-INIT_SOURCES = ["src/init.c", "src/init_files.c", "src/landlock.c", "src/capabilities.c"]
+INIT_SOURCES = [
+    "src/init.c",
+    "src/init_files.c",
+    "src/file_filter.c",
+    "src/landlock.c",
+    "src/capabilities.c",
+]
 #: The host-side programs built beside the module: the init, and the copy client
 #: (``src/copy_client.c``) the C core starts in bwrap's place for a template's copy.
 COPY_SOURCES = ["src/copy_client.c", "src/copy_template.c", "src/fdpass.c"]

@@ -7,6 +7,7 @@
  *   _init [--drop UID:GID] [--lifeline-fd N] [--report-fd N]
  *         [--files-in-fd N] [--files-out-fd N] [--files-dir DIR]
  *         [--files-max BYTES] [--files-count N] [--skip NAME]
+ *         [--files-include PAT]... [--files-exclude PAT]... [--files-filter-fd N]
  *         [--landlock-write PATH]... -- PROGRAM ARGS...
  *   _init --adopt PID:FD [the options above but --drop, --files-in-fd and
  *         --landlock-write] --
@@ -33,8 +34,10 @@
  *            report the raw wait status and the CPU and memory the whole tree
  *            used on --report-fd, stream the regular files of DIR to
  *            --files-out-fd (at most N files and BYTES of content: the rest
- *            are left out, and the walk stops at the (N+1)-th file), and exit
- *            as PROGRAM did (128 + signal if killed).
+ *            are left out, and the walk stops at the (N+1)-th file), only those
+ *            the --files-include/--files-exclude patterns, or a warm call's
+ *            in the payload memfd N of --files-filter-fd, want (file_filter.c),
+ *            and exit as PROGRAM did (128 + signal if killed).
  *
  * bwrap runs it as pid 1 of the sandbox's pid namespace (--as-pid-1): the
  * program cannot signal it, every orphan is reparented to it, and once it
@@ -71,6 +74,7 @@
 #include <unistd.h>
 
 #include "capabilities.h"
+#include "file_filter.h"
 #include "init_files.h"
 #include "landlock.h"
 
@@ -86,6 +90,8 @@ struct options {
     unsigned long long files_max;
     unsigned long long files_count;
     const char *skip;
+    struct sbx_file_filter filter;
+    int filter_fd;
     char **program;
     pid_t adopted;
     int adopted_ready_fd;
@@ -148,6 +154,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
     int i;
     memset(opt, 0, sizeof *opt);
     opt->lifeline_fd = opt->report_fd = opt->files_in_fd = opt->files_out_fd = -1;
+    opt->filter_fd = -1;
     for (i = 1; i < argc; i++) {
         const char *arg = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(arg, "--") == 0) {
@@ -184,6 +191,11 @@ static void parse_options(int argc, char **argv, struct options *opt)
             opt->files_count = parse_count(value);
         } else if (strcmp(arg, "--skip") == 0) {
             opt->skip = value;
+        } else if (strcmp(arg, "--files-include") == 0 || strcmp(arg, "--files-exclude") == 0) {
+            if (sbx_filter_add(&opt->filter, arg[8] == 'e', value) != 0)
+                die("too many or bad patterns at", value);
+        } else if (strcmp(arg, "--files-filter-fd") == 0) {
+            opt->filter_fd = parse_fd(value);
         } else if (strcmp(arg, "--adopt") == 0) {
             long pid;
             int used = 0;
@@ -377,7 +389,7 @@ static pid_t release_adopted(const struct options *opt)
  * Abandons the sandbox (never returns) as soon as the lifeline shows that
  * the caller died, also before the program is started.
  */
-static int supervise(const struct options *opt)
+static int supervise(struct options *opt)
 {
     struct rusage usage;
     sigset_t child_signal, saved_mask;
@@ -427,9 +439,11 @@ static int supervise(const struct options *opt)
         sbx_write_all(opt->report_fd, line, (size_t)len);
         close(opt->report_fd);
     }
+    if (opt->filter_fd >= 0)
+        sbx_filter_read_payload(&opt->filter, opt->filter_fd);
     if (opt->files_out_fd >= 0 && opt->files_dir != NULL)
         sbx_collect_files(opt->files_out_fd, opt->files_dir, opt->skip, opt->files_max,
-                          opt->files_count);
+                          opt->files_count, &opt->filter);
     if (WIFEXITED(program_status))
         code = WEXITSTATUS(program_status);
     else

@@ -12,10 +12,13 @@
  * to directory fds with O_NOFOLLOW, and only regular files are read, so a
  * planted symlink or FIFO is skipped; the mode reported is that of the open
  * file (fstat).  Part of the init, not of the extension module; no function
- * here exits, so tests/c/test_init_files.c links this file alone.
+ * here exits, so tests/core/c/test_init_files.c links this file alone (with
+ * file_filter.c, the filter of the files streamed out).
  */
 #define _GNU_SOURCE
 #include "init_files.h"
+
+#include "file_filter.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -231,9 +234,11 @@ cleanup:
 
 /* Where the files of the working directory go, and how much may: `left`
  * bytes of content and `files_left` files; `full` once a file found no room
- * in the count, which ends the walk. */
+ * in the count, which ends the walk; `filter`: which files are wanted at
+ * all (NULL: every one). */
 struct collector {
     int out_fd;
+    const struct sbx_file_filter *filter;
     unsigned long long left;
     unsigned long long files_left;
     int left_out;
@@ -295,6 +300,8 @@ static void emit_file(struct collector *c, int fd, const struct stat *st)
  * c->path, "" at the top), depth first, never following a symlink and never
  * opening anything but a regular file or a directory; stops as soon as the
  * collector is full, so a million files cost the walk no more than the count.
+ * Only the files the filter wants are read and counted, and an entry an
+ * exclude pattern matches is not even opened (nor a directory entered).
  * Takes dir_fd.
  */
 static void collect_dir(struct collector *c, int dir_fd, const char *skip, int depth)
@@ -319,13 +326,18 @@ static void collect_dir(struct collector *c, int dir_fd, const char *skip, int d
             continue;
         }
         snprintf(c->path + base, sizeof c->path - base, "%s%s", base ? "/" : "", entry->d_name);
+        if (!sbx_filter_enters_dir(c->filter, c->path)) {
+            c->path[base] = '\0';
+            continue;
+        }
         fd = openat(dirfd(dir), entry->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         if (fd < 0 || fstat(fd, &st) != 0) {
             /* A symlink (ELOOP) is skipped silently; anything else is noted. */
             if (errno != ELOOP)
                 c->left_out = 1;
         } else if (S_ISREG(st.st_mode)) {
-            emit_file(c, fd, &st);
+            if (sbx_filter_wants_file(c->filter, c->path))
+                emit_file(c, fd, &st);
         } else if (S_ISDIR(st.st_mode) && depth < MAX_DEPTH) {
             collect_dir(c, fd, skip, depth + 1);
             fd = -1;
@@ -342,11 +354,14 @@ static void collect_dir(struct collector *c, int dir_fd, const char *skip, int d
 /*
  * sbx_collect_files: the whole stream of the regular files under dir for
  * out_fd, at most max_files files and max_bytes bytes of content, the top
- * entry named skip left out, ended by 'E' flags (FLAG bit 0: some files
- * were left out).  Never fails: what cannot be read is left out and said so.
+ * entry named skip left out, only the files filter wants (NULL: all; a
+ * broken filter wants none, and says files were left out), ended by 'E'
+ * flags (FLAG bit 0: some files were left out).  Files the filter does not
+ * want are neither read nor counted, nor said to be left out.  Never fails:
+ * what cannot be read is left out and said so.
  */
 void sbx_collect_files(int out_fd, const char *dir, const char *skip, unsigned long long max_bytes,
-                       unsigned long long max_files)
+                       unsigned long long max_files, const struct sbx_file_filter *filter)
 {
     struct collector *c = calloc(1, sizeof *c);
     unsigned char end[2] = {'E', 0};
@@ -354,6 +369,8 @@ void sbx_collect_files(int out_fd, const char *dir, const char *skip, unsigned l
     if (c == NULL)
         return;
     c->out_fd = out_fd;
+    c->filter = filter;
+    c->left_out = filter != NULL && filter->broken;
     c->left = max_bytes;
     c->files_left = max_files;
     dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

@@ -9,6 +9,8 @@
 
 #include <stddef.h>
 
+struct sbx_file_filter;
+
 #define SBX_MAX_NAME 4096     /* the longest name a record may carry, in bytes */
 #define SBX_MODE_EXECUTABLE 1 /* the one bit a record's mode byte may have */
 
@@ -21,7 +23,7 @@ struct sbx_unpack_failure {
 
 int sbx_unpack_files(int in_fd, int dir_fd, struct sbx_unpack_failure *failure);
 void sbx_collect_files(int out_fd, const char *dir, const char *skip, unsigned long long max_bytes,
-                       unsigned long long max_files);
+                       unsigned long long max_files, const struct sbx_file_filter *filter);
 int sbx_write_all(int fd, const void *buf, size_t len);
 
 #endif

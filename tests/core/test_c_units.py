@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The C units linked alone and fed hostile input (``tests/core/c``): the capture buffer
-(``src/buffer.c``), the init's file record streams (``src/init_files.c``), and a
+(``src/buffer.c``), the init's file record streams (``src/init_files.c``) and its file
+filter (``src/file_filter.c``), and a
 template's copy requests as received and parsed (``src/copy_request.c`` with
 ``src/fdpass.c``), each built by ``cc`` with the flags of ``setup.py``'s strict build and
 run, plain and under AddressSanitizer and UndefinedBehaviorSanitizer (leaks included);
@@ -21,7 +22,8 @@ pytestmark = pytest.mark.no_bwrap
 #: Each program of ``tests/core/c`` and the files of ``src`` it links.
 PROGRAMS: dict[str, tuple[str, ...]] = {
     "test_buffer": ("buffer.c",),
-    "test_init_files": ("init_files.c",),
+    "test_init_files": ("init_files.c", "file_filter.c"),
+    "test_file_filter": ("file_filter.c", "init_files.c"),
     "test_copy_request": ("copy_request.c", "fdpass.c"),
     "test_copy_parse": ("copy_request.c", "fdpass.c"),
 }

@@ -439,7 +439,7 @@ static struct stream collected(const char *dir, unsigned long long max_bytes,
     if (fd < 0)
         abort();
     unlink(path);
-    sbx_collect_files(fd, dir, NULL, max_bytes, max_files);
+    sbx_collect_files(fd, dir, NULL, max_bytes, max_files, NULL);
     size = lseek(fd, 0, SEEK_END);
     out.data = malloc((size_t)size + 1);
     out.len = (size_t)size;
