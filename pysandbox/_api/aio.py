@@ -9,14 +9,14 @@ import concurrent.futures
 import contextlib
 import inspect
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from .._model.cancel import CancelEvent, Cancelled
 from .._model.file import File
 from .._model.limits import Limits
 from .._model.result import Result
-from .run import OnOutput, Stdin, check_output_callback, run, run_python
+from .run import OnOutput, Stdin, check_file_filter, check_output_callback, run, run_python
 
 __all__ = ["in_thread", "on_loop", "run_async", "run_python_async"]
 
@@ -124,6 +124,8 @@ async def run_async(
     env: Mapping[str, str] | None = None,
     on_stdout: OnOutput = None,
     on_stderr: OnOutput = None,
+    files_include: Iterable[str] | None = None,
+    files_exclude: Iterable[str] | None = None,
 ) -> Result:
     """``run`` for asyncio: awaits the result without blocking the event loop; cancelling
     the task kills the sandbox and leaves no process.  A ``stdin`` callback runs in the
@@ -136,6 +138,7 @@ async def run_async(
     """
     check_output_callback(on_stdout, "on_stdout")
     check_output_callback(on_stderr, "on_stderr")
+    check_file_filter(files_include, files_exclude)
     loop = asyncio.get_running_loop()
     return await in_thread(
         lambda cancel: run(
@@ -148,6 +151,8 @@ async def run_async(
             cancel=cancel,
             on_stdout=on_loop(on_stdout, "on_stdout", loop, cancel),
             on_stderr=on_loop(on_stderr, "on_stderr", loop, cancel),
+            files_include=files_include,
+            files_exclude=files_exclude,
         )
     )
 
@@ -163,10 +168,13 @@ async def run_python_async(
     env: Mapping[str, str] | None = None,
     on_stdout: OnOutput = None,
     on_stderr: OnOutput = None,
+    files_include: Iterable[str] | None = None,
+    files_exclude: Iterable[str] | None = None,
 ) -> Result:
     """``run_python`` for asyncio, as ``run_async``."""
     check_output_callback(on_stdout, "on_stdout")
     check_output_callback(on_stderr, "on_stderr")
+    check_file_filter(files_include, files_exclude)
     loop = asyncio.get_running_loop()
     return await in_thread(
         lambda cancel: run_python(
@@ -180,5 +188,7 @@ async def run_python_async(
             cancel=cancel,
             on_stdout=on_loop(on_stdout, "on_stdout", loop, cancel),
             on_stderr=on_loop(on_stderr, "on_stderr", loop, cancel),
+            files_include=files_include,
+            files_exclude=files_exclude,
         )
     )

@@ -10,7 +10,7 @@ of internal calls.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from .._model.cancel import CancelEvent
 from .._model.file import File
@@ -56,3 +56,5 @@ class Call:
     cancel: CancelEvent | None = None
     on_stdout: OnOutput = None
     on_stderr: OnOutput = None
+    files_include: Iterable[str] | None = None
+    files_exclude: Iterable[str] | None = None

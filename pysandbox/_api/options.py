@@ -7,7 +7,7 @@ written, not a ``TypeError`` at run time.  Imported only under ``TYPE_CHECKING``
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TypedDict
 
 from .._model.cancel import CancelEvent
@@ -26,6 +26,8 @@ class AsyncRunOptions(TypedDict, total=False):
     env: Mapping[str, str] | None
     on_stdout: OnOutput
     on_stderr: OnOutput
+    files_include: Iterable[str] | None
+    files_exclude: Iterable[str] | None
 
 
 class AsyncPythonOptions(AsyncRunOptions, total=False):

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from .._host import programs
 from .._launch import bwrap
@@ -29,6 +29,7 @@ __all__ = [
     "build_plan",
     "check_argv",
     "check_env",
+    "check_file_filter",
     "check_output_callback",
     "check_python",
     "check_readable",
@@ -76,6 +77,27 @@ def check_env(env: object) -> list[str]:
         if not key or "=" in key or "\0" in key or "\0" in value:
             raise ValueError(f"env has an invalid variable: {key!r}")
         options += ["--setenv", key, value]
+    return options
+
+
+def check_file_filter(include: object, exclude: object) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``files_include`` and ``files_exclude`` as tuples (None: ``()``), or a
+    ``TypeError``/``ValueError`` naming the argument (``file_patterns.check_patterns``,
+    imported only when a pattern is given: ``pysandbox run``'s start-up does without)."""
+    if include is None and exclude is None:
+        return (), ()
+    from .._model.file_patterns import check_patterns
+
+    return check_patterns(include, "files_include"), check_patterns(exclude, "files_exclude")
+
+
+def filter_options(include: tuple[str, ...], exclude: tuple[str, ...]) -> list[str]:
+    """The init's options for checked ``files_include`` and ``files_exclude``."""
+    options = []
+    for pattern in include:
+        options += ["--files-include", pattern]
+    for pattern in exclude:
+        options += ["--files-exclude", pattern]
     return options
 
 
@@ -150,8 +172,9 @@ def build_plan(call: Call, *, waiter: bool = False, client: bool = False) -> tup
     """Check the arguments of ``run`` and build its ``Plan``: ``call.program`` under the
     init, in a writable ``WORKDIR`` with the files, and the code when ``call.code`` is
     given (``run_python``); with ``waiter``, its fds numbered for a warm sandbox's
-    waiter (``waiter.waiting_plan`` makes it one), and with ``client`` for a copy
-    client's too (a template's copies, ``copies.py``).  Returns the limits in force with it."""
+    waiter (``waiter.waiting_plan`` makes it one), whose init then takes the files'
+    patterns from the hand-over, and with ``client`` for a copy client's too (a
+    template's copies, ``copies.py``).  Returns the limits in force with it."""
     limits, files, code = call.limits, call.files, call.code
     if limits is None:
         limits = Limits()
@@ -163,6 +186,7 @@ def build_plan(call: Call, *, waiter: bool = False, client: bool = False) -> tup
         raise ValueError(f"files: {MAIN_NAME!r} is where run_python puts the code")
     paths = check_readable(call.readable)
     env_options = check_env(call.env)
+    include, exclude = check_file_filter(call.files_include, call.files_exclude)
     check_output_callback(call.on_stdout, "on_stdout")
     check_output_callback(call.on_stderr, "on_stderr")
     initial, stdin_callback = _stdin_plan(call.stdin)
@@ -185,6 +209,11 @@ def build_plan(call: Call, *, waiter: bool = False, client: bool = False) -> tup
         init_options += ["--files-in-fd", str(files_fd)]
     if code is not None:
         init_options += ["--skip", MAIN_NAME]
+    # A warm sandbox's init reads its call's patterns from the hand-over in the payload
+    # (``Handover``), as its call comes after it started.
+    if waiter:
+        init_options += ["--files-filter-fd", str(layout.waiter[2])]
+    init_options += filter_options(include, exclude)
     plan = Plan(
         layout=layout,
         python=python,
@@ -270,6 +299,8 @@ def run(
     cancel: CancelEvent | None = None,
     on_stdout: OnOutput = None,
     on_stderr: OnOutput = None,
+    files_include: Iterable[str] | None = None,
+    files_exclude: Iterable[str] | None = None,
 ) -> Result:
     """Run a program in a fresh sandbox and say exactly how it ended.
 
@@ -300,6 +331,15 @@ def run(
         ``WALL_TIME_EXCEEDED``.  If it raises, the sandbox is killed and reaped and the
         exception propagates.  With a ``stdin`` callback too, it sees each chunk first.
     :param on_stderr: the same for stderr.
+    :param files_include: glob patterns (an iterable of str; None: no filter): only the
+        files one matches come back in ``Result.files``.  A pattern is matched against
+        the file's path relative to ``/sandbox`` with ``fnmatch`` rules, ``*`` matching
+        ``/`` too, and also matches every file below a directory it matches
+        (``["out"]`` takes all of ``out/``).
+    :param files_exclude: glob patterns as ``files_include``: no file one matches comes
+        back, and a directory one matches is not even walked (``[".cache"]``).  Files
+        filtered out are not read and count toward neither ``files_out`` nor
+        ``files_out_count``.
     :raises TypeError, ValueError: a bad argument, before anything runs.
     :raises SandboxError: the sandbox could not run the program at all.
     """
@@ -313,6 +353,8 @@ def run(
         cancel=cancel,
         on_stdout=on_stdout,
         on_stderr=on_stderr,
+        files_include=files_include,
+        files_exclude=files_exclude,
     )
     return finish(*build_plan(call))
 
@@ -329,6 +371,8 @@ def run_python(
     cancel: CancelEvent | None = None,
     on_stdout: OnOutput = None,
     on_stderr: OnOutput = None,
+    files_include: Iterable[str] | None = None,
+    files_exclude: Iterable[str] | None = None,
 ) -> Result:
     """Run Python source with the caller's own interpreter, as ``python -u main.py ARGS``.
 
@@ -347,5 +391,7 @@ def run_python(
         cancel=cancel,
         on_stdout=on_stdout,
         on_stderr=on_stderr,
+        files_include=files_include,
+        files_exclude=files_exclude,
     )
     return finish(*build_plan(call))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from .._launch.launcher import launch
 from .._launch.plan import Facts, Plan
@@ -26,12 +26,12 @@ from .._model.cancel import CancelEvent, Cancelled
 from .._model.errors import SandboxError
 from .._model.file import File
 from .._model.filestream import check_fits_tmpfs, encode_files
-from .._model.limits import MIN_OPEN_FILES, Limits
+from .._model.limits import Limits
 from .._model.session_result import LOST, CellResult
 from .._model.status import Status
 from .call import OnOutput
-from .run import check_env, check_output_callback
-from .session_args import call_order, positive_seconds
+from .run import check_env, check_file_filter, check_output_callback
+from .session_args import call_order, positive_seconds, session_limits
 from .session_channel import (
     CONTROL_MAX,
     FATAL,
@@ -88,6 +88,10 @@ class Session:
     :param idle_timeout: seconds without a call after which the session ends.
     :param cpu_budget: CPU seconds of everything the session runs, calls and whatever
         runs between them; past them it ends.
+    :param files_include: as for ``run``, for every call of the session: only the
+        changed files one matches come back in ``CellResult.files``.
+    :param files_exclude: as for ``run``, for every call: no file one matches comes
+        back, and a directory one matches is not walked.
     :raises TypeError, ValueError: a bad argument, before anything starts.
     :raises SandboxError: the sandbox could not be started.
     """
@@ -102,17 +106,10 @@ class Session:
         lifetime: float = DEFAULT_LIFETIME,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         cpu_budget: float = DEFAULT_CPU_BUDGET,
+        files_include: Iterable[str] | None = None,
+        files_exclude: Iterable[str] | None = None,
     ) -> None:
-        if limits is None:
-            limits = Limits()
-        elif not isinstance(limits, Limits):
-            raise TypeError(f"limits must be a Limits or None, not {type(limits).__name__}")
-        if limits.open_files < MIN_OPEN_FILES + CHANNELS:
-            raise ValueError(
-                f"limits.open_files must be at least {MIN_OPEN_FILES + CHANNELS} for a "
-                "session (its three pipes to the host)"
-            )
-        self.limits = limits
+        self.limits = limits = session_limits(limits, CHANNELS)
         self.lifetime = positive_seconds(lifetime, "lifetime")
         self.idle_timeout = positive_seconds(idle_timeout, "idle_timeout")
         self.cpu_budget = positive_seconds(cpu_budget, "cpu_budget")
@@ -120,6 +117,7 @@ class Session:
         check_fits_tmpfs(files or {}, limits.disk, limits.disk_inodes())
         paths = check_readable(readable)
         env_options = check_env(env)
+        patterns = check_file_filter(files_include, files_exclude)
         self._lock = threading.Lock()
         self._kill = threading.Event()
         self._gone = threading.Event()
@@ -143,6 +141,7 @@ class Session:
                 files_stream=files_stream,
                 readable=paths,
                 env_options=env_options,
+                patterns=patterns,
                 channels=inside,
                 cancel=self._kill,
             )

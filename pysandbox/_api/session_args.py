@@ -9,10 +9,25 @@ from collections.abc import Mapping
 
 from .._model.file import File
 from .._model.filestream import encode_files
-from .._model.limits import Limits
+from .._model.limits import MIN_OPEN_FILES, Limits
 from .._model.record import replace
 
-__all__ = ["call_files", "call_order", "positive_seconds"]
+__all__ = ["call_files", "call_order", "positive_seconds", "session_limits"]
+
+
+def session_limits(limits: object, channels: int) -> Limits:
+    """A session's ``limits`` (None: ``Limits()``), or a ``TypeError``/``ValueError``
+    naming it: ``open_files`` must leave room for its ``channels`` pipes to the host."""
+    if limits is None:
+        return Limits()
+    if not isinstance(limits, Limits):
+        raise TypeError(f"limits must be a Limits or None, not {type(limits).__name__}")
+    if limits.open_files < MIN_OPEN_FILES + channels:
+        raise ValueError(
+            f"limits.open_files must be at least {MIN_OPEN_FILES + channels} for a "
+            "session (its three pipes to the host)"
+        )
+    return limits
 
 
 def positive_seconds(value: object, name: str) -> float:

@@ -2,7 +2,8 @@
 """The keeper: the program a ``Session``'s sandbox runs, and its only link to the host.
 
 Never imported on the host: ``session.py`` reads this file's text and shows it to the
-sandbox as its program (``python -u KEEPER REQUEST_FD REPLY_FD CALL_FD``), so it imports nothing
+sandbox as its program (``python -u KEEPER REQUEST_FD REPLY_FD CALL_FD [+PATTERN | -PATTERN]...``,
+the patterns: the session's ``files_include`` and ``files_exclude``), so it imports nothing
 of pysandbox and runs on every supported Python.  Everything it says to the host is
 checked there as hostile input (``session_channel.py``): the code of the session runs
 with the keeper's uid and may forge, stop or kill it, which can only lose its own
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import fnmatch
 import json
 import linecache
 import os
@@ -373,8 +375,13 @@ def process_stat(pid: int | str) -> Stat | None:
 class Keeper:
     """The keeper's side: the host's requests, the state process, the calls."""
 
-    def __init__(self, request_fd: int, reply_fd: int, call_fd: int) -> None:
+    def __init__(
+        self, request_fd: int, reply_fd: int, call_fd: int, patterns: Patterns = ((), ())
+    ) -> None:
         self.request_fd = request_fd
+        #: The session's ``files_include`` and ``files_exclude``: only the files they let
+        #: through are watched and returned.
+        self.patterns = patterns
         self.reply_fd = reply_fd
         self.call_fd = call_fd
         self.me = os.getpid()
@@ -387,7 +394,7 @@ class Keeper:
             self.fatal("the keeper cannot become a subreaper")
         #: The working directory's files as the last call's answer (or the start) left
         #: them: a call's changed files are those that differ.
-        self.files_seen = walk()
+        self.files_seen = walk(patterns=patterns)
         #: REAP requests whose REAPED has not been read yet, and whether one is due once
         #: the host has its answer.
         self.unanswered = 0
@@ -776,7 +783,10 @@ class Call:
         for fd, kind in ((keeper.out_read, STDOUT), (keeper.err_read, STDERR)):
             self.forward(fd, kind, frames)
         files, files_truncated, keeper.files_seen = changed_files(
-            keeper.files_seen, self.request["files_max"], self.request["files_count"]
+            keeper.files_seen,
+            self.request["files_max"],
+            self.request["files_count"],
+            keeper.patterns,
         )
         for name, mode, data in files:
             header = json.dumps({"name": name, "mode": mode}).encode()
@@ -815,9 +825,24 @@ def facts_of(info: os.stat_result) -> Facts:
     return info.st_mtime_ns, info.st_size, info.st_ino, info.st_mode
 
 
-def walk(top: str = "/sandbox") -> dict[str, Facts]:
-    """``{relative path: facts_of(its stat)}`` of the regular files below ``top``,
-    links not followed."""
+#: The ``files_include`` and ``files_exclude`` patterns.
+Patterns = tuple[tuple[str, ...], tuple[str, ...]]
+
+
+def matches(patterns: tuple[str, ...], path: str) -> bool:
+    """Whether one of ``patterns`` matches ``path`` or one of its parent directories
+    (``fnmatch.fnmatchcase``, where ``*`` matches ``/`` too), as the init's filter."""
+    parts = path.split("/")
+    prefixes = ["/".join(parts[:end]) for end in range(1, len(parts) + 1)]
+    return any(fnmatch.fnmatchcase(prefix, pattern) for pattern in patterns for prefix in prefixes)
+
+
+def walk(top: str = "/sandbox", patterns: Patterns = ((), ())) -> dict[str, Facts]:
+    """``{relative path: facts_of(its stat)}`` of the regular files below ``top`` that
+    ``patterns`` let through (no include pattern or one matches, no exclude pattern
+    does), links not followed; a directory an exclude pattern matches is not entered.
+    Only those can come back, so only their changes are watched."""
+    include, exclude = patterns
     found = {}
     pending = [""]
     while pending:
@@ -828,10 +853,14 @@ def walk(top: str = "/sandbox") -> dict[str, Facts]:
             continue
         for entry in entries:
             name = os.path.join(relative, entry.name)
+            if exclude and matches(exclude, name):
+                continue
             try:
                 if entry.is_dir(follow_symlinks=False):
                     pending.append(name)
-                elif entry.is_file(follow_symlinks=False):
+                elif entry.is_file(follow_symlinks=False) and (
+                    not include or matches(include, name)
+                ):
                     found[name] = facts_of(entry.stat(follow_symlinks=False))
             except OSError:
                 continue
@@ -839,13 +868,13 @@ def walk(top: str = "/sandbox") -> dict[str, Facts]:
 
 
 def changed_files(
-    before: dict[str, Facts], max_bytes: int, max_count: int
+    before: dict[str, Facts], max_bytes: int, max_count: int, patterns: Patterns = ((), ())
 ) -> tuple[list[tuple[str, int, bytes]], bool, dict[str, Facts]]:
-    """The files that differ from ``before``, within the caps: ``([(name, mode, data)],
-    truncated, the files as they are now)``."""
+    """The files ``patterns`` let through that differ from ``before``, within the caps:
+    ``([(name, mode, data)], truncated, those files as they are now)``."""
     files: list[tuple[str, int, bytes]] = []
     total, truncated = 0, False
-    now = walk()
+    now = walk(patterns=patterns)
     for name, facts in sorted(now.items()):
         if before.get(name) == facts:
             continue
@@ -869,4 +898,10 @@ def changed_files(
 
 if __name__ == "__main__":
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    Keeper(*(int(fd) for fd in sys.argv[1:4])).serve()
+    given = sys.argv[4:]
+    session_patterns = (
+        tuple(word[1:] for word in given if word.startswith("+")),
+        tuple(word[1:] for word in given if word.startswith("-")),
+    )
+    request, reply, call = (int(fd) for fd in sys.argv[1:4])
+    Keeper(request, reply, call, session_patterns).serve()

@@ -37,12 +37,15 @@ def session_plan(
     files_stream: bytes | None,
     readable: Sequence[str],
     env_options: Sequence[str],
+    patterns: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
     channels: tuple[int, int, int],
     cancel: CancelEvent,
 ) -> Plan:
     """The plan of a session with ``limits``, its checked ``readable`` paths, ``env``
-    as bwrap options, its first files as a stream, and ``channels`` (the sandbox's ends
-    of the request, reply and call pipes); ``cancel`` kills it."""
+    as bwrap options, its first files as a stream, its checked ``files_include`` and
+    ``files_exclude`` ``patterns`` (the keeper's arguments after the pipes: ``+PATTERN``,
+    ``-PATTERN``), and ``channels`` (the sandbox's ends of the request, reply and call
+    pipes); ``cancel`` kills it."""
     payloads = [] if files_stream is None else [files_stream]
     layout = FdLayout.of(payloads=len(payloads), code=True, binds=len(readable), channels=CHANNELS)
     init_options = ["--files-dir", bwrap.WORKDIR]
@@ -64,7 +67,11 @@ def session_plan(
         readable=readable,
         writable=[bwrap.WORKDIR],
         init_options=init_options,
-        program=[python, "-u", KEEPER_PATH, *(str(fd) for fd in layout.channels)],
+        program=[
+            *(python, "-u", KEEPER_PATH, *(str(fd) for fd in layout.channels)),
+            *("+" + pattern for pattern in patterns[0]),
+            *("-" + pattern for pattern in patterns[1]),
+        ],
         code=(Path(__file__).parent / "session_keeper.py").read_bytes(),
         code_path=KEEPER_PATH,
         code_mode=bwrap.MAIN_MODE,
