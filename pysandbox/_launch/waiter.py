@@ -5,7 +5,8 @@ A warm sandbox's interpreter runs the waiter (``waiter_program.py``) instead of 
 it starts, runs a template's set-up if there is one, says it is ready and waits, as long
 as it takes, for its call.  What a call brings that a sandbox's kind does not fix (its
 code, its arguments, its input files, the environment variables the interpreter does
-not read as it starts) is written into the payload memfd at the hand-over; the C core
+not read as it starts, which of its files come back) is written into the payload memfd
+at the hand-over; the C core
 then writes one byte into the go pipe as it starts the clock, and the waiter makes the
 interpreter what a fresh one would be at the code's first line and runs the code.
 
@@ -88,6 +89,11 @@ class Handover:
     #: A template's copy's: the fd of its code file and the code the waiter writes in
     #: it (``copies.py``); None: the host's code file shows the code.
     code: tuple[int, bytes] | None = None
+    #: The call's ``files_include`` and ``files_exclude`` patterns (checked): read from
+    #: the payload by the init (``--files-filter-fd``) once the program has ended; the
+    #: waiter skips them.
+    files_include: tuple[str, ...] = ()
+    files_exclude: tuple[str, ...] = ()
 
     def encode(self) -> bytes:
         """The payload the waiter reads once told to go."""
@@ -104,6 +110,8 @@ class Handover:
         if self.code is not None:
             fd, code = self.code
             parts.append(_record(b"m", b"%d\n" % fd + code))
+        parts += [_record(b"+", pattern.encode()) for pattern in self.files_include]
+        parts += [_record(b"-", pattern.encode()) for pattern in self.files_exclude]
         return b"".join(parts)
 
 

@@ -28,7 +28,9 @@ interpreter no memory.
    (``e``), and the input files in the init's stream format (``f``), which it writes as
    the init does (0644, or 0755 when executable, less the umask; directories 0755;
    never through a symlink, never over a file), copied from the memfd by the kernel;
-   a template's copy also gets its code (``m``), which it writes in its code file.
+   a template's copy also gets its code (``m``), which it writes in its code file
+   (the call's file patterns, ``+`` and ``-``, are the init's, which reads them at the
+   end: the waiter skips them).
    It sets the variables, closes its three fds, and makes the interpreter what a fresh
    one would be at the code's first line: ``sys.argv``, ``sys.orig_argv``,
    ``sys.path[0]`` (where the interpreter put ``''`` for ``-c``), the importer cache's

@@ -2,7 +2,8 @@
 """``Job``: one run described as data, for ``Runner.map`` and JSON lines.
 
 A job is a program (``argv``) or Python code (``code`` with ``args``) and what it gets:
-``stdin``, ``files``, ``limits``, ``env``, ``readable``.  Everything in it pickles and
+``stdin``, ``files``, ``limits``, ``env``, ``readable``, and which files come back
+(``files_include``, ``files_exclude``).  Everything in it pickles and
 has a JSON form (``to_dict``/``from_dict``), so a job can cross a process, a cluster
 or a file.  What depends on the host that runs it (a ``readable`` path exists, the
 files fit the disk) is checked when it runs and becomes an error outcome there.
@@ -14,7 +15,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Union
 
-from .._api.run import as_bytes, check_argv, check_env, check_python
+from .._api.run import as_bytes, check_argv, check_env, check_file_filter, check_python
 from .._model.file import File
 from .._model.filestream import name_problem
 from .._model.limits import Limits
@@ -28,7 +29,10 @@ __all__ = ["Job", "JobId"]
 JobId = Union[str, int]
 
 #: The keys of a job's dict, in the order ``to_dict`` writes them.
-KEYS = ("id", "argv", "python", "args", "stdin", "files", "limits", "env", "readable")
+KEYS = (
+    *("id", "argv", "python", "args", "stdin", "files", "limits", "env", "readable"),
+    *("files_include", "files_exclude"),
+)
 _DEFAULT_LIMITS = Limits()
 _LIMIT_PARSERS = {option.field: option.parse for option in LIMIT_OPTIONS}
 
@@ -128,6 +132,10 @@ class Job:
     env: Mapping[str, str] = dataclasses.field(default_factory=dict, hash=False)
     #: Host paths readable besides the ``Runner``'s.
     readable: tuple[str, ...] = ()
+    #: Glob patterns: only the files one matches come back (``run``'s); None: all.
+    files_include: tuple[str, ...] | None = None
+    #: Glob patterns: no file one matches comes back (``run``'s); None: none excluded.
+    files_exclude: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         """Check every field and keep the normalised forms."""
@@ -147,6 +155,11 @@ class Job:
         check_env(self.env)
         object.__setattr__(self, "env", dict(self.env or {}))
         object.__setattr__(self, "readable", _check_readable(self.readable))
+        include, exclude = check_file_filter(self.files_include, self.files_exclude)
+        if self.files_include is not None:
+            object.__setattr__(self, "files_include", include)
+        if self.files_exclude is not None:
+            object.__setattr__(self, "files_exclude", exclude)
         _check_encodable(self)
 
     def to_dict(self) -> dict[str, object]:
@@ -176,6 +189,10 @@ class Job:
             data["env"] = dict(self.env)
         if self.readable:
             data["readable"] = list(self.readable)
+        if self.files_include is not None:
+            data["files_include"] = list(self.files_include)
+        if self.files_exclude is not None:
+            data["files_exclude"] = list(self.files_exclude)
         return data
 
     @classmethod
@@ -321,4 +338,12 @@ _FROM_JSON: dict[str, tuple[str, Callable[[object], object]]] = {
     "limits": ("limits", _limits_from),
     "env": ("env", _env),
     "readable": ("readable", _strings("readable", _check_readable)),
+    "files_include": (
+        "files_include",
+        _strings("files_include", lambda patterns: check_file_filter(patterns, None)),
+    ),
+    "files_exclude": (
+        "files_exclude",
+        _strings("files_exclude", lambda patterns: check_file_filter(None, patterns)),
+    ),
 }

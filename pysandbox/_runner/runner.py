@@ -35,6 +35,7 @@ from .._api.run import (
     build_plan,
     check_argv,
     check_env,
+    check_file_filter,
     check_output_callback,
     check_readable,
     finish,
@@ -169,7 +170,7 @@ class Runner:
             weakref.finalize(self, self._pool.close)
         self._warm_sessions: WarmSessions | None = None
         if warm_count:
-            options = self._session_options(None, (), None, **SESSION_DEFAULTS)
+            options = self._session_options(None, (), None, (None, None), SESSION_DEFAULTS)
             self._warm_sessions = WarmSessions(warm_count, self._book, options)
             weakref.finalize(self, self._warm_sessions.close)
 
@@ -327,13 +328,19 @@ class Runner:
         limits: Limits | None,
         readable: Sequence[str],
         env: Mapping[str, str] | None,
-        **clocks: float,
+        patterns: tuple[object, object],
+        clocks: Mapping[str, float],
     ) -> dict[str, Any]:
-        """``Session``'s keywords (but ``files``) with this Runner's defaults."""
+        """``Session``'s keywords (but ``files``) with this Runner's defaults; the
+        ``files_include`` and ``files_exclude`` ``patterns`` checked (as tuples, so a
+        session without any compares equal to a warm one)."""
+        include, exclude = check_file_filter(*patterns)
         return {
             "limits": self._limits if limits is None else limits,
             "readable": self._merged_readable(readable),
             "env": self._merged_env(env),
+            "files_include": include,
+            "files_exclude": exclude,
             **clocks,
         }
 
@@ -347,11 +354,14 @@ class Runner:
         lifetime: float = DEFAULT_LIFETIME,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         cpu_budget: float = DEFAULT_CPU_BUDGET,
+        files_include: Iterable[str] | None = None,
+        files_exclude: Iterable[str] | None = None,
     ) -> Session:
         """A ``Session`` with this Runner's defaults: ``limits`` (None: the Runner's),
-        ``readable`` and ``env`` added to the Runner's; the other arguments are
-        ``Session``'s.  A warm session when the Runner keeps them (``warm_sessions``)
-        and no argument differs from the defaults, else a fresh one.
+        ``readable`` and ``env`` added to the Runner's; the other arguments (its
+        ``files_include`` and ``files_exclude`` too) are ``Session``'s.  A warm session
+        when the Runner keeps them (``warm_sessions``) and no argument differs from the
+        defaults, else a fresh one.
 
         Counted against ``max_sessions`` until it ends: at the cap, the live session
         idle the longest (running no call) is closed to make room, and its next call
@@ -368,9 +378,8 @@ class Runner:
             limits,
             readable,
             env,
-            lifetime=lifetime,
-            idle_timeout=idle_timeout,
-            cpu_budget=cpu_budget,
+            (files_include, files_exclude),
+            {"lifetime": lifetime, "idle_timeout": idle_timeout, "cpu_budget": cpu_budget},
         )
         return open_session(self._book, self._warm_sessions, options, files)
 
@@ -384,6 +393,8 @@ class Runner:
         lifetime: float = DEFAULT_LIFETIME,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         cpu_budget: float = DEFAULT_CPU_BUDGET,
+        files_include: Iterable[str] | None = None,
+        files_exclude: Iterable[str] | None = None,
     ) -> Session:
         """``session`` for asyncio: the start runs in a thread of its own.  Cancelling
         the task closes the session once it has started (within its start, ~60 ms)."""
@@ -397,6 +408,8 @@ class Runner:
                 lifetime=lifetime,
                 idle_timeout=idle_timeout,
                 cpu_budget=cpu_budget,
+                files_include=files_include,
+                files_exclude=files_exclude,
             )
             if cancel.is_set():
                 session.close()
@@ -484,11 +497,15 @@ class Runner:
         cancel: CancelEvent | None = None,
         on_stdout: OnOutput = None,
         on_stderr: OnOutput = None,
+        files_include: Iterable[str] | None = None,
+        files_exclude: Iterable[str] | None = None,
     ) -> Result:
         """``pysandbox.run`` in a slot of this Runner, with its defaults: ``limits`` (None:
-        the Runner's), ``readable`` and ``env`` added to the Runner's.  ``cancel`` also
-        ends a call still waiting for a slot (``Cancelled``).  The arguments are checked
-        before the wait (a ``stdin`` callback is first called, with ``b""``, then too)."""
+        the Runner's), ``readable`` and ``env`` added to the Runner's (``files_include``
+        and ``files_exclude`` are the call's alone, also in a warm sandbox or a
+        template's copy).  ``cancel`` also ends a call still waiting for a slot
+        (``Cancelled``).  The arguments are checked before the wait (a ``stdin``
+        callback is first called, with ``b""``, then too)."""
 
         program = check_argv(argv)
         return self._result(
@@ -500,6 +517,8 @@ class Runner:
                 readable=readable,
                 env=env,
                 cancel=cancel,
+                files_include=files_include,
+                files_exclude=files_exclude,
             ),
             lambda _: (on_stdout, on_stderr),
         )
@@ -517,6 +536,8 @@ class Runner:
         cancel: CancelEvent | None = None,
         on_stdout: OnOutput = None,
         on_stderr: OnOutput = None,
+        files_include: Iterable[str] | None = None,
+        files_exclude: Iterable[str] | None = None,
     ) -> Result:
         """``pysandbox.run_python`` in a slot of this Runner, with its defaults (as ``run``)."""
         program, source = python_program(code, args)
@@ -530,6 +551,8 @@ class Runner:
                 readable=readable,
                 env=env,
                 cancel=cancel,
+                files_include=files_include,
+                files_exclude=files_exclude,
             ),
             lambda _: (on_stdout, on_stderr),
         )
@@ -560,12 +583,15 @@ class Runner:
         env: Mapping[str, str] | None = None,
         on_stdout: OnOutput = None,
         on_stderr: OnOutput = None,
+        files_include: Iterable[str] | None = None,
+        files_exclude: Iterable[str] | None = None,
     ) -> Result:
         """``pysandbox.run_async`` in a slot of this Runner, with its defaults.  The wait
         for a slot happens in the run's own thread: the event loop never blocks, and
         cancelling the task while it waits takes it out of the queue."""
         check_output_callback(on_stdout, "on_stdout")
         check_output_callback(on_stderr, "on_stderr")
+        check_file_filter(files_include, files_exclude)
         program = check_argv(argv)
         loop = asyncio.get_running_loop()
         return await in_thread(
@@ -578,6 +604,8 @@ class Runner:
                     readable=readable,
                     env=env,
                     cancel=cancel,
+                    files_include=files_include,
+                    files_exclude=files_exclude,
                 ),
                 lambda stop: (
                     on_loop(on_stdout, "on_stdout", loop, stop),
@@ -598,10 +626,13 @@ class Runner:
         env: Mapping[str, str] | None = None,
         on_stdout: OnOutput = None,
         on_stderr: OnOutput = None,
+        files_include: Iterable[str] | None = None,
+        files_exclude: Iterable[str] | None = None,
     ) -> Result:
         """``pysandbox.run_python_async`` in a slot of this Runner, as ``run_async``."""
         check_output_callback(on_stdout, "on_stdout")
         check_output_callback(on_stderr, "on_stderr")
+        check_file_filter(files_include, files_exclude)
         program, source = python_program(code, args)
         loop = asyncio.get_running_loop()
         return await in_thread(
@@ -615,6 +646,8 @@ class Runner:
                     readable=readable,
                     env=env,
                     cancel=cancel,
+                    files_include=files_include,
+                    files_exclude=files_exclude,
                 ),
                 lambda stop: (
                     on_loop(on_stdout, "on_stdout", loop, stop),
@@ -662,6 +695,8 @@ class Runner:
                     readable=job.readable,
                     env=job.env,
                     cancel=cancel,
+                    files_include=job.files_include,
+                    files_exclude=job.files_exclude,
                 )
             else:
                 assert job.code is not None  # Job has exactly one of argv and code
@@ -674,6 +709,8 @@ class Runner:
                     readable=job.readable,
                     env=job.env,
                     cancel=cancel,
+                    files_include=job.files_include,
+                    files_exclude=job.files_exclude,
                 )
         except Exception as exc:  # Cancelled, SandboxError, a bad file: the job's own end
             return Outcome.of_error(job.id, exc)

@@ -4,8 +4,9 @@
 takes it (``waiter.Handover``).
 
 What a call brings that the interpreter does not read as it starts is handed over, not
-part of the kind: the code, its ``args``, its input files, and the environment
-variables that ``waiter.starts_up`` does not name.  So calls that differ only in those
+part of the kind: the code, its ``args``, its input files, the environment variables
+that ``waiter.starts_up`` does not name, and its ``files_include`` and
+``files_exclude`` (the init reads them from the hand-over).  So calls that differ only in those
 share warm sandboxes.  A ``Template``'s imports, set-up and files are part of the kind,
 and with a template so is the call's whole ``env`` (its modules read theirs as they
 are imported).
@@ -19,7 +20,7 @@ import math
 import resource
 
 from .._api.call import Call
-from .._api.run import build_plan
+from .._api.run import build_plan, check_file_filter
 from .._launch.bwrap import MAIN_PATH
 from .._launch.plan import Plan
 from .._launch.waiter import Handover, encode_template, starts_up, waiting_plan
@@ -55,11 +56,14 @@ def python_form(call: Call, template: Template | None, files: bytes = b"") -> tu
     kind = _kind_plan(
         limits, tuple(call.readable), tuple(kept.items()), program[:code_at], template
     )
+    include, exclude = check_file_filter(call.files_include, call.files_exclude)
     handover = Handover(
         program=program,
         code_at=code_at,
         env=tuple((key, value) for key, value in env.items() if key not in kept),
         files=files,
+        files_include=include,
+        files_exclude=exclude,
     )
     return kind, handover
 

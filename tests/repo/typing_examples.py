@@ -27,6 +27,8 @@ def calls() -> None:
     reveal_type(result.status)  # R: pysandbox.Status
     reveal_type(result.stdout)  # R: bytes
     reveal_type(pysandbox.run_python("print(1)"))  # R: pysandbox.Result
+    filtered = pysandbox.run_python("pass", files_include=["out"], files_exclude=(".cache",))
+    reveal_type(filtered.files)  # R: typing.Mapping[str, bytes]
     output = pysandbox.eval_in_sandbox("print(1)")
     reveal_type(output)  # R: pysandbox.ProcessOutput
     reveal_type(output.stdout)  # R: str
@@ -38,6 +40,8 @@ def calls() -> None:
 def many() -> None:
     with Runner(max_concurrent=2) as runner:
         reveal_type(runner.run_python("pass"))  # R: pysandbox.Result
+        job = Job(code="1", files_exclude=(".cache",))
+        reveal_type(job.files_exclude)  # R: tuple[str, ...] | None
         for outcome in runner.map([Job(code="print(1)")]):
             reveal_type(outcome)  # R: pysandbox.Outcome
             reveal_type(outcome.result)  # R: pysandbox.Result | None

@@ -24,6 +24,8 @@ FULL = Job(
     limits=Limits(wall_time=2.5, memory=128 * 2**20, truncate_output=True, files_out_count=9),
     env={"LANG": "C.UTF-8"},
     readable=("/usr/share",),
+    files_include=("out", "*.png"),
+    files_exclude=[".cache"],  # type: ignore[arg-type]
 )
 
 
@@ -34,6 +36,7 @@ def test_a_job_keeps_normalised_fields() -> None:
     assert job.files == {"a": File(b"1")}
     assert job.id is None and job.code is None and job.limits is None
     assert FULL.files["run.sh"] == File(b"#!/bin/sh\n", executable=True)
+    assert FULL.files_exclude == (".cache",) and job.files_include is None
 
 
 def test_a_job_pickles_and_copies() -> None:
@@ -61,8 +64,12 @@ def test_json_round_trip_of_every_field() -> None:
         },
         "env": {"LANG": "C.UTF-8"},
         "readable": ["/usr/share"],
+        "files_include": ["out", "*.png"],
+        "files_exclude": [".cache"],
     }
     assert Job.from_dict(data) == FULL
+    empty = Job(code="1", files_include=())
+    assert empty.to_dict()["files_include"] == [] and Job.from_dict(empty.to_dict()) == empty
 
 
 def test_a_minimal_job_writes_only_what_it_has() -> None:
@@ -119,6 +126,10 @@ def test_limits_take_units_as_the_command_line_does() -> None:
         ({"python": "1", "env": ["A"]}, "env"),
         ({"python": "1", "readable": ["relative"]}, "readable"),
         ({"python": "1", "readable": "/usr"}, "readable"),
+        ({"python": "1", "files_include": "out"}, "files_include"),
+        ({"python": "1", "files_include": [1]}, "files_include"),
+        ({"python": "1", "files_exclude": ["[^x]"]}, "files_exclude"),
+        ({"python": "1", "files_exclude": [""]}, "files_exclude"),
     ],
 )
 def test_from_dict_names_the_bad_key(data: dict[str, object], key: str) -> None:
@@ -142,6 +153,9 @@ def test_from_dict_names_the_bad_key(data: dict[str, object], key: str) -> None:
         ({"code": "1", "limits": {"memory": 1}}, TypeError, "limits"),
         ({"code": "1", "env": {"A": None}}, TypeError, "env"),
         ({"code": "1", "readable": ["x"]}, ValueError, "readable"),
+        ({"code": "1", "files_include": "out"}, TypeError, "files_include"),
+        ({"code": "1", "files_exclude": ["a\\b"]}, ValueError, "files_exclude"),
+        ({"code": "1", "files_exclude": ["x"] * 65}, ValueError, "files_exclude"),
     ],
 )
 def test_a_job_is_checked_when_made(
