@@ -102,6 +102,9 @@ class _Inputs:
     files: dict[str, File]
     env: dict[str, str]
     readable: list[str]
+    #: ``--files-include`` and ``--files-exclude``, checked; None when not given.
+    files_include: list[str] | None
+    files_exclude: list[str] | None
     #: Where the program's output goes as it arrives; None with ``--json``.
     passthrough: _Passthrough | None
     #: ``--output-dir``, created or checked empty, held open; None without it.
@@ -184,10 +187,26 @@ def _inputs(parser: Usage, options: argparse.Namespace) -> _Inputs:
         files=_input_files(parser, options.files),
         env=pairs(parser, "--env", options.env),
         readable=[os.path.abspath(path) for path in options.readable],
+        files_include=_patterns(parser, "--files-include", options.files_include),
+        files_exclude=_patterns(parser, "--files-exclude", options.files_exclude),
         passthrough=None if options.json else _Passthrough(),
         output_dir=_output_dir(parser, options.output_dir),
     )
     return inputs
+
+
+def _patterns(parser: Usage, option: str, given: list[str]) -> list[str] | None:
+    """``--files-include`` or ``--files-exclude``'s patterns, checked (a usage error
+    naming the option otherwise); None when not given."""
+    if not given:
+        return None
+    from .._model.file_patterns import check_patterns  # only with a pattern
+
+    try:
+        check_patterns(given, option)
+    except (TypeError, ValueError) as exc:
+        parser.error(str(exc))
+    return given
 
 
 def _output_dir(parser: Usage, path: str | None) -> OutputDir | None:
@@ -291,6 +310,8 @@ def run_command(parser: Usage, options: argparse.Namespace) -> int:
             env=inputs.env,
             on_stdout=inputs.on_stdout,
             on_stderr=inputs.on_stderr,
+            files_include=inputs.files_include,
+            files_exclude=inputs.files_exclude,
         )
 
     return _launch(parser, options, start)
@@ -327,6 +348,8 @@ def python_command(parser: Usage, options: argparse.Namespace) -> int:
             env=inputs.env,
             on_stdout=inputs.on_stdout,
             on_stderr=inputs.on_stderr,
+            files_include=inputs.files_include,
+            files_exclude=inputs.files_exclude,
         )
 
     return _launch(parser, options, start)

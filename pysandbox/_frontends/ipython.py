@@ -101,6 +101,19 @@ def _parser() -> _MagicParser:
         metavar="NAME=VALUE",
         help="an environment variable of the code (repeat the option for more)",
     )
+    for flag, what in (
+        ("--files-include", "return only the files that PATTERN matches"),
+        ("--files-exclude", "return no file that PATTERN matches, and walk no directory it does"),
+    ):
+        parser.add_argument(
+            flag,
+            action="append",
+            default=[],
+            metavar="PATTERN",
+            help=f"{what} (a glob on the path relative to /sandbox, '*' matching '/' too; "
+            "a directory matched takes what is below it); repeatable; with --session, set "
+            "when the session starts",
+        )
     parser.add_argument(
         "--result",
         metavar="NAME",
@@ -177,6 +190,8 @@ def _run_cell(shell: Shell, book: SessionBook, line: str, cell: str) -> None:
             env=env,
             on_stdout=stdout,
             on_stderr=stderr,
+            files_include=options.files_include or None,
+            files_exclude=options.files_exclude or None,
         )
     except ValueError as exc:
         if stdout.called or stderr.called:

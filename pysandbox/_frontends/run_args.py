@@ -86,6 +86,22 @@ RUN_OPTIONS = (
         "with --output-dir: keep the executable bit of the files the program made executable",
     ),
     RunOption(
+        ("--files-include",),
+        "files_include",
+        MANY,
+        "PATTERN",
+        "return only the files left in /sandbox whose path (relative to /sandbox), or a "
+        "directory above it, PATTERN matches (a glob: '*' matches '/' too); repeatable",
+    ),
+    RunOption(
+        ("--files-exclude",),
+        "files_exclude",
+        MANY,
+        "PATTERN",
+        "return no file that PATTERN matches as --files-include does, and do not walk a "
+        "directory it matches (e.g. .cache); repeatable",
+    ),
+    RunOption(
         ("--json",),
         "json",
         FLAG,

@@ -5,8 +5,9 @@
 Each shell keeps its sessions in a ``SessionBook``, by name.  The first cell that names
 a session starts it (a ``Session``) with the options that hold for the whole session:
 ``--memory``, ``--disk``, ``--processes``, ``--open-files``, ``--file-size``,
-``--files-out``, ``--files-out-count``, ``--readable``, ``--env``, ``--lifetime``,
-``--idle-timeout``, ``--cpu-budget``; its ``--files`` are put in before its code runs.
+``--files-out``, ``--files-out-count``, ``--readable``, ``--env``, ``--files-include``,
+``--files-exclude``, ``--lifetime``, ``--idle-timeout``, ``--cpu-budget``; its
+``--files`` are put in before its code runs.
 A later cell naming it runs in it: its ``--wall-time``, ``--cpu-time``,
 ``--stdout-limit``, ``--stderr-limit`` and ``--truncate-output`` hold for that cell alone
 (the defaults are ``Limits()``'s, as for a one-shot cell), and its ``--files`` go in
@@ -91,8 +92,9 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
         help="run the cell in the session NAME (letters, digits, _ . -), which the first "
         "cell naming it starts: its variables, imports and files stay for the next cell, "
         "and a cell that a limit ends is rolled back.  --memory, --disk, --processes, "
-        "--open-files, --file-size, --files-out, --files-out-count, --readable, --env and "
-        "the options below are set when the session starts; %%sandbox_close NAME ends it",
+        "--open-files, --file-size, --files-out, --files-out-count, --readable, --env, "
+        "--files-include, --files-exclude and the options below are set when the session "
+        "starts; %%sandbox_close NAME ends it",
     )
     for flag, what in (
         ("--lifetime", "seconds the session may live (default 3600)"),
@@ -124,6 +126,8 @@ class _Entry:
     env: dict[str, str]
     files: dict[str, File]
     timeouts: Timeouts
+    #: ``--files-include`` and ``--files-exclude``.
+    patterns: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
     session: Session | None = None
     #: Why the session ended, when a cell saw it end (a lost call).
     ended: str = ""
@@ -204,6 +208,13 @@ def _refuse_changes(
         changed.append("--readable")
     if env and env != entry.env:
         changed.append("--env")
+    for flag, given, started in zip(
+        ("--files-include", "--files-exclude"),
+        (options.files_include, options.files_exclude),
+        entry.patterns,
+    ):
+        if given and tuple(given) != started:
+            changed.append(flag)
     if changed:
         usage(
             f"{', '.join(changed)}: session {name!r} started with another value; these "
@@ -244,6 +255,10 @@ def _start(
         env=env if env or old is None else old.env,
         files={**(old.files if old else {}), **files},
         timeouts=_timeouts(options, old.timeouts if old else Timeouts()),
+        patterns=(
+            tuple(options.files_include or (old.patterns[0] if old else ())),
+            tuple(options.files_exclude or (old.patterns[1] if old else ())),
+        ),
     )
     try:
         session = Session(
@@ -251,6 +266,8 @@ def _start(
             readable=entry.readable,
             env=entry.env,
             files=entry.files or None,
+            files_include=entry.patterns[0],
+            files_exclude=entry.patterns[1],
             **entry.timeouts,
         )
     except (TypeError, ValueError) as exc:  # refused before anything started

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from support.cli import SCRIPT, TIMEOUT, WITH_DEFAULT_SIGINT, assert_usage_error, cli
 from support.docs import DOCS, README, code_blocks
+from support.filtered import WRITE, WRITE_SH
 from support.processes import pids_with_marker, survivors, unique_marker
 from support.timing import PROMPTLY
 
@@ -173,6 +174,44 @@ def test_json_is_one_object_in_the_schema_of_to_dict() -> None:
     assert (data["stdout"], data["stdout_encoding"]) == ("hi\n", "utf-8")
     assert result.stderr == b"\xff" and data["stderr_encoding"] == "base64"
     assert data["files"] == {"o.txt": {"data": "x", "encoding": "utf-8", "executable": False}}
+
+
+def test_files_include_and_exclude_choose_the_files_of_json_and_output_dir(
+    tmp_path: Path,
+) -> None:
+    """Repeatable; with ``--json`` the object holds only the files asked for, with
+    ``--output-dir`` only those are written."""
+    done = cli(
+        "run", "--json", "--files-exclude", ".cache", "--files-exclude=notes.txt",
+        "--", "sh", "-c", WRITE_SH,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert set(json.loads(done.stdout)["files"]) == {"out/a.png"}
+    out = tmp_path / "out"
+    done = cli(
+        "python", "--files-include", "out", "--files-include", "*.txt",
+        "--output-dir", str(out), "-c", WRITE,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    written = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    assert written == {"out/a.png", "notes.txt"}
+
+
+@pytest.mark.parametrize(
+    ("option", "pattern", "message"),
+    [
+        ("--files-include", "", "--files-include has an empty pattern"),
+        ("--files-exclude", "[^a]", "--files-exclude has a pattern holding '[^'"),
+        ("--files-exclude", "a\\b", "--files-exclude has a pattern holding '\\\\'"),
+    ],
+)
+def test_a_bad_pattern_is_a_usage_error_before_anything(
+    tmp_path: Path, option: str, pattern: str, message: str
+) -> None:
+    out = tmp_path / "out"
+    done = cli("run", option, pattern, "--output-dir", str(out), "--", "true")
+    assert message in assert_usage_error(done)
+    assert not out.exists()
 
 
 def test_json_of_a_limit_keeps_the_exit_status() -> None:

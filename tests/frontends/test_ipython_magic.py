@@ -17,6 +17,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import CapturedIO, capture_output
 from support.docs import DOCS, README, code_blocks
+from support.filtered import WRITE
 from support.processes import survivors, unique_marker
 from support.timing import PROMPTLY
 
@@ -178,11 +179,19 @@ def test_output_arrives_live_and_an_interrupt_kills_the_sandbox(
         ("--result class", "--result: not a Python variable name"),
         ("--env 'A=unclosed", "No closing quotation"),
         ("--readable /proc", "would cover the sandbox's /proc"),
+        ("--files-include ''", "files_include has an empty pattern"),
+        ("--files-exclude '[[:digit:]]'", "files_exclude has a pattern holding '\\[:'"),
     ],
 )
 def test_bad_options_are_usage_errors(shell: InteractiveShell, line: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         shell.run_cell_magic("sandbox", line, "print('never runs')")
+
+
+def test_files_include_and_exclude_choose_the_files(shell: InteractiveShell) -> None:
+    _cell(shell, "--files-include out --files-include '*.txt' --files-exclude '*.json' "
+          "--result result", WRITE)  # fmt: skip
+    assert set(shell.user_ns["result"].files) == {"out/a.png", "notes.txt"}
 
 
 def test_a_usage_error_in_a_cell_shows_no_traceback(shell: InteractiveShell) -> None:

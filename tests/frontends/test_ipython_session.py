@@ -18,6 +18,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import CapturedIO, capture_output
 from support.docs import DOCS, code_blocks
+from support.filtered import WRITE
 from support.processes import pids_with_marker, survivors, unique_marker
 from support.timing import PROMPTLY
 
@@ -176,6 +177,20 @@ def test_session_wide_options_must_repeat_the_starting_values(
         with pytest.raises(UsageError, match=f"{flag}: session 'wide' started with another"):
             shell.run_cell_magic("sandbox", f"--session wide {change}", "x = 2")
     assert _value(shell, "wide", "x") == "1"
+
+
+def test_a_sessions_file_patterns_are_given_when_it_starts(shell: InteractiveShell) -> None:
+    """Session-wide: every cell gets only the files they let through; a later cell may
+    repeat them, or leave them out, but not change them."""
+    line = "--session filtered --files-exclude .cache --files-exclude notes.txt --result result"
+    _cell(shell, line, WRITE)
+    assert set(shell.user_ns["result"].files) == {"out/a.png"}
+    _cell(shell, "--session filtered --result result", WRITE.replace('"png")', '"png2")'))
+    assert shell.user_ns["result"].files == {"out/a.png": b"png2"}
+    for change in ("--files-exclude out", "--files-include out"):
+        flag = change.split()[0]
+        with pytest.raises(UsageError, match=f"{flag}: session 'filtered' started with"):
+            shell.run_cell_magic("sandbox", f"--session filtered {change}", "x = 2")
 
 
 def test_what_the_sandbox_sends_is_escaped(shell: InteractiveShell) -> None:
