@@ -21,13 +21,22 @@ The API, all on ``ValueCodec``:
   host parses a sandbox's bytes with ``pysandbox._model.untrusted.loads``).  Built for
   hostile trees: anything but the format below is one ``ValueCodecError`` (a
   ``ValueError``); work and memory grow with the tree's size, recursion with its depth
-  (refused past ``MAX_DEPTH``); no eval, no pickle, no numpy object dtype.
+  (refused past ``MAX_DEPTH``); no eval, no pickle, no bytes read as a numpy object
+  dtype (an ``$objects`` column is an object array filled with decoded values), and keys
+  crafted to share a hash (a quadratic dict) are refused past ``MAX_SAME_HASH``.
 * ``ValueCodec.decode(data) -> object``: ``decode_tree(json.loads(data))``, the
   sandbox's side (its input is the host's).
 
+Embedding: the text defines ``ValueCodec``, ``ValueCodecError``, the six modules above
+and, as module code does, ``annotations`` (the future import) and ``__doc__``; its future
+import must stay the first statement of whatever program carries it.
+
 The format.  ``None``, ``bool``, ``str``, an ``int`` within +-(2**63 - 1) and a finite
-``float`` are themselves; a ``list`` is an array.  Every object in the tree is a tag, one
-key starting with ``$``, so no user data can pass for one:
+``float`` are themselves; a ``list`` is an array.  Every object where a value may stand
+is a tag, one key starting with ``$`` (the objects inside a tag are its fields), so no
+user data can pass for one.  Nesting: at most ``MAX_DEPTH`` levels of arrays and objects
+in all, as the host's parser admits (a list costs 1, a tuple or set 2, a dict or an
+array 3):
 
 * ``{"$float": "nan" | "inf" | "-inf"}``; ``{"$int": "-123..."}`` past 2**63 - 1 (at
   most ``MAX_DIGITS`` digits); ``{"$complex": [re, im]}`` (each a float or a ``$float``)
@@ -50,7 +59,8 @@ subclass of a supported type (an ``IntEnum``, a ``namedtuple``, an ``OrderedDict
 numpy ``matrix``) is refused, not turned into its base.  Refused in pandas, each with a
 message saying how to convert: ``MultiIndex``, categorical, nullable (``Int64``),
 timezone-aware and other extension dtypes; ``attrs`` and an index's ``freq`` are not
-carried.  ``longdouble`` arrays carry the platform's bytes (host and sandbox share it).
+carried.  ``longdouble`` and ``clongdouble`` are refused: their size and format differ
+by platform, and their padding bytes are whatever memory held (a leak, either way).
 
 It is longer than 500 lines because the sandbox is shown its program as one text and
 cannot import pysandbox: the codec and its pandas part are embedded together.
@@ -164,10 +174,10 @@ class ValueCodec:
         def refuse(self, value: object, why: str = "") -> TypeError:
             what = type(value)
             module = "" if what.__module__ == "builtins" else what.__module__ + "."
+            named = module + what.__qualname__
+            article = "an" if named[0] in "aeiouAEIOU" else "a"
             message = why or f"supported: {ValueCodec.SUPPORTED}"
-            return TypeError(
-                f"{self.where()}: a {module}{what.__qualname__} cannot be passed; {message}"
-            )
+            return TypeError(f"{self.where()}: {article} {named} cannot be passed; {message}")
 
         def enter(self, value: object, depth: int, levels: int) -> int:
             """The depth inside ``value``, a container adding ``levels`` of JSON."""
@@ -233,6 +243,7 @@ class ValueCodec:
             if math.isfinite(value):
                 self.add(len(repr(value)) + 1)
                 return value
+            self.add(15)
             return {"$float": "nan" if math.isnan(value) else "inf" if value > 0 else "-inf"}
 
         def container(self, value: typing.Any, depth: int) -> object:
@@ -278,11 +289,15 @@ class ValueCodec:
             scalar = isinstance(value, np.generic)
             array = np.asarray(value) if scalar else value
             dtype = array.dtype
-            if dtype.kind not in ValueCodec.KINDS or dtype.fields is not None:
+            if (
+                dtype.kind not in ValueCodec.KINDS
+                or dtype.fields is not None
+                or dtype.itemsize > (16 if dtype.kind == "c" else 8)  # longdouble: padding
+            ):
                 raise self.refuse(
                     value,
-                    f"its dtype {dtype} is not bool, a number, "
-                    "datetime64 or timedelta64 (convert it, or pass a list)",
+                    f"its dtype {dtype} is not bool, a number up to 64 bits (128 for "
+                    "complex), datetime64 or timedelta64 (convert it, or pass a list)",
                 )
             if array.ndim > ValueCodec.MAX_DIMS:
                 raise ValueError(
@@ -369,10 +384,9 @@ class ValueCodec:
                 return encoder.numpy(np, values.to_numpy(), depth)
             if isinstance(dtype, pd.StringDtype):
                 encoder.enter(values, depth, 3)
+                encoder.add(len(values) * 3 + 40)  # before the copy: a comma and quotes each
                 strings = values.to_numpy(dtype=object, na_value=None).tolist()
-                encoder.add(
-                    sum(len(text) for text in strings if text is not None) + len(strings) * 3
-                )
+                encoder.add(sum(len(text) for text in strings if text is not None))
                 na = "NA" if getattr(dtype, "na_value", pd.NA) is pd.NA else "nan"
                 body = {"na": na, "storage": str(dtype.storage), "values": strings}
                 return {"$strings": body}
@@ -409,7 +423,7 @@ class ValueCodec:
         COLUMNS = ("$ndarray", "$objects", "$strings")
         #: A dtype's text (``dtype.str``) that may reach ``np.dtype``.
         DTYPE = (
-            r"[<>|=]?(?:b1|[iu][1248]|f(?:2|4|8|10|12|16)|c(?:8|16|20|24|32)"
+            r"[<>|=]?(?:b1|[iu][1248]|f[248]|c(?:8|16)"
             r"|[mM]8(?:\[(?:[1-9][0-9]{0,5})?(?:Y|M|W|D|h|m|s|ms|us|ns|ps|fs|as)\])?)"
         )
 
@@ -455,10 +469,15 @@ class ValueCodec:
         def fields(self, tag: str, body: object, names: str, depth: int) -> list[object]:
             """The values of the object ``body``, whose keys must be ``names`` exactly."""
             wanted = names.split()
-            if type(body) is not dict or sorted(body) != sorted(wanted):
+            fields = typing.cast("dict[object, object]", body)
+            if (
+                type(body) is not dict
+                or len(fields) != len(wanted)
+                or not all(name in fields for name in wanted)
+            ):
                 raise ValueCodecError(f"{tag} wants an object of the keys {', '.join(wanted)}")
             self.down(depth)
-            return [typing.cast("dict[str, object]", body)[name] for name in wanted]
+            return [fields[name] for name in wanted]
 
         def big_int(self, tag: str, body: object, depth: int) -> int:
             digits = body[1:] if type(body) is str and body[:1] == "-" else body
