@@ -269,15 +269,41 @@ class ValueCodec:
                     self.path.pop()
                 tree: object = {"$dict": pairs}
             else:
-                items = []
-                form = "[{}]" if kind in (list, tuple) else "<item #{}>"  # sets: no order
-                for number, item in enumerate(value):
-                    self.path.append((form, number))
-                    items.append(self.walk(item, inner))
-                    self.path.pop()
+                items = list(value)
+                if not self.scalars(items):
+                    form = "[{}]" if kind in (list, tuple) else "<item #{}>"  # sets: no order
+                    for number, item in enumerate(value):
+                        self.path.append((form, number))
+                        items[number] = self.walk(item, inner)
+                        self.path.pop()
                 tree = items if kind is list else {"$" + kind.__name__: items}
             self.open.discard(id(value))
             return tree
+
+        def scalars(self, items: list[typing.Any]) -> bool:
+            """Whether ``items``, only numbers or only strings, all written as they are,
+            were counted in C-speed passes (a big list's common case); else (or past the
+            budget, to name the item that passes it) they are walked one by one."""
+            kinds = set(map(type, items))
+            if kinds == {str}:
+                size = sum(map(len, items)) + 3 * len(items)
+            elif kinds and kinds <= {int, float, bool}:
+                try:
+                    if not all(map(math.isfinite, items)):
+                        return False
+                except OverflowError:  # an int past a float's range
+                    return False
+                if int in kinds and not (
+                    -ValueCodec.MAX_INT <= min(items) <= max(items) <= ValueCodec.MAX_INT
+                ):
+                    return False
+                size = sum(map(len, map(repr, items))) + len(items)  # True: as long as true
+            else:
+                return False
+            if self.size + size > self.max_bytes:
+                return False
+            self.size += size
+            return True
 
         def base64(self, tag: str, data: bytes) -> dict[str, str]:
             """``{tag: base64}``, the budget checked before the text is made."""
@@ -325,11 +351,13 @@ class ValueCodec:
             if kind is pd.DataFrame:
                 inner = encoder.enter(value, depth, 2)
                 encoder.add(30)
+                encoder.open.add(id(value))  # an object column may hold its frame
                 columns = []
                 for number, label in enumerate(value.columns):
                     encoder.path.append(("[{}]", label))
                     columns.append(self.column(pd, value.iloc[:, number], inner + 1))
                     encoder.path.pop()
+                encoder.open.discard(id(value))
                 index = self.index(pd, value.index, inner, ".index")
                 labels = self.index(pd, value.columns, inner, ".columns")
                 return {"$dataframe": {"index": index, "columns": labels, "data": columns}}
