@@ -9,6 +9,7 @@ import base64
 import contextlib
 import json
 import math
+import struct
 import subprocess
 import sys
 import tracemalloc
@@ -812,8 +813,8 @@ def range_index(stop: int) -> dict[str, object]:
 
 
 def floats(*values: float) -> dict[str, object]:
-    data = b"".join(float(v).hex().encode()[:0] + bytes(8) for v in values)
-    return ndarray_tag("<f8", [len(values)], data)
+    """The ``$ndarray`` of a column of float64 ``values``."""
+    return ndarray_tag("<f8", [len(values)], struct.pack(f"<{len(values)}d", *values))
 
 
 @pytest.mark.parametrize(
