@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.callers import Caller
 from support.timing import slow
 
 import pysandbox
@@ -96,6 +97,37 @@ def test_a_plot_leaves_only_the_png() -> None:
     assert list(result.files) == ["p.png"]
     assert result.files["p.png"].startswith(b"\x89PNG")
     _check_clean(result.stdout, result.stderr)
+
+
+#: fontconfig's own tool, where the host has it: finds a font through the host's
+#: configuration, writes no cache (the host's are shown), and says nothing on stderr.
+FONTCONFIG = """
+import json, os, shutil, subprocess, sys
+found = None
+if shutil.which("fc-match"):
+    done = subprocess.run(["fc-match", "sans"], capture_output=True)
+    sys.stderr.buffer.write(done.stderr)
+    found = done.returncode == 0 and bool(done.stdout)
+print(json.dumps({"found": found, "fonts": os.listdir("/etc/fonts")
+                  if os.path.isdir("/etc/fonts") else None,
+                  "left": sorted(os.listdir("/sandbox")), "cache": os.listdir("/cache")}))
+"""
+
+
+def test_fontconfig_is_clean_for_every_caller(caller: Caller) -> None:
+    """Root and non-root callers alike (a non-root caller's code runs as its own uid,
+    a root caller's as a uid of the sandbox's own): the host's font configuration is
+    readable (bwrap would make its parents 0700 for a root caller), fontconfig finds a
+    font with no complaint, and leaves no cache in ``/sandbox`` or ``/cache``."""
+    result = caller.run_python(FONTCONFIG)
+    assert result.status is Status.OK, result.stderr
+    assert result.stderr == b""
+    report = json.loads(result.stdout)
+    assert report["found"] in (None, True)
+    assert report["left"] in (["main.py"], [])
+    assert report["cache"] == ["matplotlib"]
+    if os.path.isdir("/etc/fonts"):
+        assert sorted(report["fonts"]) == sorted(os.listdir("/etc/fonts"))
 
 
 def test_a_fresh_sandbox_reads_the_prebuilt_font_list() -> None:
