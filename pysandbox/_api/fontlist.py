@@ -8,9 +8,11 @@ missing.  The sandbox's cache directory is a fresh tmpfs (``bwrap.MPLCONFIGDIR``
 without help each sandbox would build it again.  Here the list is built once, in a
 sandbox of its own (``_build``: the host process never imports matplotlib), by no code
 but ``import matplotlib.font_manager``; the host keeps it under the user's cache
-directory (``store``: ``$XDG_CACHE_HOME/pysandbox/fontlist/KEY/``, 0700, the file 0600),
-where ``KEY`` changes with the interpreter, matplotlib's files and the fonts
-(``_key``), and each sandbox that runs Python gets it read-only at its place.
+directory (``store``: ``$XDG_CACHE_HOME/pysandbox/fontlist/KEY/``, 0700, the file 0600,
+built by one process at a time: ``_stored_or_built``), where ``KEY`` changes with the
+interpreter, matplotlib's files and the fonts (``_key``), and each sandbox that runs
+Python gets a copy of it, 0444, in its ``MPLCONFIGDIR`` (served from memory: the
+sandbox sees no host path of it).
 
 The file is data a sandbox produced, so it is checked as hostile input each time it is
 read, after the build and before each reuse (``valid``): at most ``MAX_BYTES``, JSON of
@@ -18,7 +20,8 @@ bounded nesting and numbers (``untrusted.loads``), the shape matplotlib writes. 
 that fails the check is removed and built again.  Whatever fails (no matplotlib, no
 writable cache directory, a build that did not end well), the sandboxes go on without
 it, and matplotlib builds its list inside, in the sandbox's cache directory.  Looked up
-once per process and interpreter; the build happens at most once per process.
+once per process and interpreter; the build happens at most once per process, and once
+per host while the store is writable.
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ _BUILD_CODE = "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.font_
 #: back in ``Result.files``).
 _BUILD_DIR = "mpl"
 _PREFIX, _SUFFIX = "fontlist-v", ".json"
+#: The store directory's lock file (``flock``), held while a process reads or builds.
+_LOCK = ".lock"
 #: Directories walked for the fonts' state at most (a host with a huge font tree is
 #: seen by its top directories' times past it).
 _MAX_DIRS = 4096
@@ -165,6 +170,8 @@ def _read(directory: str) -> tuple[str, bytes] | None:
     except OSError:
         return None
     for name in names:
+        if name.startswith("."):  # the lock, or a list being written
+            continue
         path = os.path.join(directory, name)
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -225,13 +232,30 @@ def _fontlist(python: str, run: RunPython) -> tuple[str, bytes] | None:
         return None
     try:
         directory = os.path.join(os.path.realpath(store()), _key(python, source))
-        private = _private_dir(directory)
-        found = _read(directory) if private else None
+        if not _private_dir(directory):
+            return _build(run)
+        return _stored_or_built(directory, run)
+    except Exception:  # a list is a speed-up: any failure leaves matplotlib to build it
+        return None
+
+
+def _stored_or_built(directory: str, run: RunPython) -> tuple[str, bytes] | None:
+    """The list stored in ``directory``, or built and stored there, under the
+    directory's lock: the processes that start at once (a test suite's workers, a
+    service's) build it once, the others wait for it (the build's wall time bounds the
+    wait)."""
+    import fcntl  # only the first run_python of a process gets here
+
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    lock = os.open(os.path.join(directory, _LOCK), flags, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = _read(directory)
         if found is not None:
             return found
         built = _build(run)
-        if built is not None and private:
+        if built is not None:
             _write(directory, *built)
         return built
-    except Exception:  # a list is a speed-up: any failure leaves matplotlib to build it
-        return None
+    finally:
+        os.close(lock)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -225,6 +227,32 @@ def test_a_hostile_stored_font_list_is_refused_and_rebuilt(
         again = python_fontlist(b"")  # built anew: its fonts may come in another order
         assert again is not None and again[0] == name and fontlist.valid(*again)
         assert stored.read_bytes() == again[1]
+
+
+#: Asks for the font list as a process's first run_python does, and says which file
+#: (its inode) it found stored then.
+FIRST_CALL = """
+import glob, os, sys
+from pysandbox._api.run import python_fontlist
+name, _ = python_fontlist(b"")
+(path,) = glob.glob(os.path.join(os.environ["XDG_CACHE_HOME"], "pysandbox/fontlist/*", name))
+print(os.stat(path).st_ino)
+"""
+
+
+def test_processes_that_start_at_once_build_the_list_once(tmp_path: Path) -> None:
+    """A suite's workers or a service's processes start together: one builds the list
+    while the others wait for it, then read it; none writes it again."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-I", "-c", FIRST_CALL], env=env, stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(3)
+    ]
+    found = {process.communicate(timeout=slow(60))[0] for process in processes}
+    assert all(process.returncode == 0 for process in processes)
+    assert len(found) == 1, found
 
 
 @pytest.mark.no_bwrap
