@@ -12,7 +12,7 @@ C_SOURCES := src/*.c src/*.h tests/core/c/*.c tests/core/c/*.h
 # The benchmarks `make bench` runs (benchmarks/bench_NAME.py), and their arguments:
 # quick smoke runs by default, `make bench BENCH_ARGS=` for the measurements the README
 # reports.
-BENCHMARKS ?= core run capture warm template runner join import
+BENCHMARKS ?= core run capture warm template runner join import plot
 BENCH_ARGS ?= --quick
 
 .DEFAULT_GOAL := help

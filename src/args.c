@@ -292,9 +292,23 @@ void sbx_start_args_release(struct sbx_start_args *a)
 }
 
 /*
+ * absolute_paths: whether `paths` is one or more absolute paths separated by
+ * ':' (disk_dir: each a tmpfs whose inodes count, see disk.c).
+ */
+static int absolute_paths(const char *paths)
+{
+    if (paths == NULL || paths[0] != '/')
+        return 0;
+    for (paths = strchr(paths, ':'); paths != NULL; paths = strchr(paths + 1, ':'))
+        if (paths[1] != '/')
+            return 0;
+    return 1;
+}
+
+/*
  * sbx_pump_args_parse: pump()'s keywords into *a, checked: caps >= 0, a
  * finite timeout > 0, a finite cpu_limit >= 0, a finite since, disk_inodes
- * >= 0 with an absolute disk_dir, end_at_report -1 or a capture's index
+ * >= 0 with a disk_dir of absolute paths (':' between them), end_at_report -1 or a capture's index
  * (end_after_stream too, and only with it),
  * callbacks callable or None (ValueError,
  * TypeError).  Returns 0, or -1 with an exception set and nothing held.
@@ -326,14 +340,13 @@ int sbx_pump_args_parse(struct sbx_pump_args *a, PyObject *args, PyObject *kwarg
         return -1;
     if (stdout_cap < 0 || stderr_cap < 0 || !(c->timeout_sec > 0) || !isfinite(c->timeout_sec) ||
         !(c->cpu_limit >= 0) || !isfinite(c->cpu_limit) || !isfinite(a->since) ||
-        c->disk_inodes < 0 ||
-        (c->disk_inodes > 0 && (c->disk_dir == NULL || c->disk_dir[0] != '/')) ||
+        c->disk_inodes < 0 || (c->disk_inodes > 0 && !absolute_paths(c->disk_dir)) ||
         c->end_at_report < -1 || c->end_at_report >= SBX_MAX_CAPTURES || c->end_after_stream < -1 ||
         c->end_after_stream >= SBX_MAX_CAPTURES ||
         (c->end_after_stream >= 0 && c->end_at_report < 0)) {
         PyErr_SetString(PyExc_ValueError, "caps must be >= 0, timeout finite and > 0, "
                                           "cpu_limit finite and >= 0, since finite, "
-                                          "disk_inodes >= 0 and with an absolute disk_dir, "
+                                          "disk_inodes >= 0 and with absolute disk_dir paths, "
                                           "end_at_report a capture or -1, "
                                           "end_after_stream -1 or a capture with it");
         sbx_pump_args_release(a);

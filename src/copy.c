@@ -16,7 +16,8 @@
  *   2. P1 unshares the mount, network, IPC, UTS and cgroup namespaces,
  *      brings up the loopback device, mounts the copy's own /proc (its
  *      /proc/sys read-only, as a fresh sandbox's) and a new tmpfs, as large
- *      as the template's, over the working directory, makes the code file in
+ *      as the template's, over the working directory (and the cache
+ *      directory, when it has one), makes the code file in
  *      it read-only (the waiter writes the call's code through an fd of it),
  *      refuses to go on if the template has a writable shared mapping, which
  *      the copy would share (copy_memory.c), and tells the client it is built (with a pidfd of
@@ -24,7 +25,7 @@
  *   3. P1 forks P2, the program, and executes pysandbox's init in its
  *      --adopt mode, which supervises P2 and reports as for a fresh sandbox;
  *      the template reaps P1 and tells the client its exit code;
- *   4. P2 copies the template's working directory into its own, confines
+ *   4. P2 copies the template's working directory (and cache) into its own, confines
  *      itself (rlimits, its identity, no capability, no_new_privs, Landlock,
  *      the whole syscall filter), waits until the init supervises it, and
  *      returns: the interpreter then runs the waiter's hand-over as in a
@@ -41,6 +42,7 @@
  *   --code FD:PATH   the code file to make at PATH, read-only, with a writable
  *                    fd of it at FD in the program
  *   --workdir PATH   the working directory to renew
+ *   --cache PATH     the cache directory to renew too (a tmpfs of its own)
  *   --seccomp-fd N   the memfd with the syscall filter's BPF program
  *
  * P1 is the template's vfork child: it shares the template's memory and
@@ -164,19 +166,44 @@ static int bring_up_loopback(void)
 }
 
 /*
+ * renew_tmpfs: cover the template's tmpfs at `path` with a new one of its
+ * size (mode 0777), and return an fd of the template's, now hidden, above
+ * the link and the code's fd (not one of the fds placed), or fail.
+ */
+static int renew_tmpfs(int link, const struct sbx_copy_options *opt, const char *path)
+{
+    char data[64];
+    struct statfs fs;
+    int old, made = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    old = made < 0 ? -1
+                   : fcntl(made, F_DUPFD_CLOEXEC, (link > opt->code_fd ? link : opt->code_fd) + 1);
+    if (made >= 0)
+        close(made);
+    if (old < 0 || fstatfs(old, &fs) != 0)
+        fail(link, path == opt->workdir ? "opening the template's working directory"
+                                        : "opening the template's cache directory");
+    snprintf(data, sizeof data, "size=%llu,mode=0777",
+             (unsigned long long)fs.f_blocks * (unsigned long long)fs.f_bsize);
+    if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, data) != 0)
+        fail(link, path == opt->workdir ? "mounting the copy's working directory"
+                                        : "mounting the copy's cache directory");
+    return old;
+}
+
+/*
  * build_root: P1's mounts in the copy's mount namespace: every mount made
  * private, a /proc of the copy's pid namespace (its sys and sysrq-trigger
  * read-only), and a new tmpfs at the working directory, of the template's
  * size, entered (the template's, which the process was in, is covered),
  * with the code file in it, empty, 0444 and bound read-only over
  * itself; a writable fd of it at --code's FD, through which the program's
- * waiter writes the call's code once it has it.  Returns an fd of the
- * template's working directory, now hidden (for P2 to copy from), or fails.
+ * waiter writes the call's code once it has it; and a new tmpfs at the
+ * cache directory, when there is one (*old_cache: an fd of the template's,
+ * for P2 to copy from; else -1).  Returns an fd of the template's working
+ * directory, now hidden (for P2 to copy from), or fails.
  */
-static int build_root(int link, const struct sbx_copy_options *opt)
+static int build_root(int link, const struct sbx_copy_options *opt, int *old_cache)
 {
-    char data[64];
-    struct statfs fs;
     int old, made;
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
         fail(link, "making the copy's mounts private");
@@ -185,18 +212,8 @@ static int build_root(int link, const struct sbx_copy_options *opt)
     if (mount_ro_over("/proc/sys") != 0 || mount_ro_over("/proc/sysrq-trigger") != 0 ||
         mount_ro_over("/proc/irq") != 0 || mount_ro_over("/proc/bus") != 0)
         fail(link, "covering the copy's /proc/sys");
-    made = open(opt->workdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    /* Above the link, which is above every fd placed: not the code's fd. */
-    old = made < 0 ? -1
-                   : fcntl(made, F_DUPFD_CLOEXEC, (link > opt->code_fd ? link : opt->code_fd) + 1);
-    if (made >= 0)
-        close(made);
-    if (old < 0 || fstatfs(old, &fs) != 0)
-        fail(link, "opening the template's working directory");
-    snprintf(data, sizeof data, "size=%llu,mode=0777",
-             (unsigned long long)fs.f_blocks * (unsigned long long)fs.f_bsize);
-    if (mount("tmpfs", opt->workdir, "tmpfs", MS_NOSUID | MS_NODEV, data) != 0)
-        fail(link, "mounting the copy's working directory");
+    *old_cache = opt->cache == NULL ? -1 : renew_tmpfs(link, opt, opt->cache);
+    old = renew_tmpfs(link, opt, opt->workdir);
     /* The working directory was the template's, now covered: the new one. */
     if (chdir(opt->workdir) != 0)
         fail(link, "entering the copy's working directory");
@@ -293,13 +310,13 @@ static int restrict_copy(const struct sbx_copy_options *opt, int program, const 
 
 /*
  * start_program: P1's fork of P2, the program: it drops to the copy's
- * identity, copies the template's working directory (old_workdir) into the
- * new one, confines itself, closes
+ * identity, copies the template's working directory (old[0]) into the
+ * new one, and its cache directory (old[1], when >= 0), confines itself, closes
  * every fd the program does not keep, and waits for the init's byte on
  * ready[0].  Returns 0 in P2 only (any failure there is told on the link,
  * which P2 holds until it is confined); P2's pid in P1.
  */
-static pid_t start_program(int link, const struct sbx_copy_options *opt, int old_workdir,
+static pid_t start_program(int link, const struct sbx_copy_options *opt, const int old[2],
                            const int ready[2], const struct sbx_copy_hooks *hooks)
 {
     const char *what, *skip = NULL;
@@ -341,10 +358,17 @@ static pid_t start_program(int link, const struct sbx_copy_options *opt, int old
     /* A change of uid made it undumpable; a fresh program is dumpable after its exec. */
     prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
     workdir = open(opt->workdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (workdir < 0 || sbx_copy_tree(old_workdir, workdir, skip) != 0)
+    if (workdir < 0 || sbx_copy_tree(old[0], workdir, skip) != 0)
         fail(link, "copying the template's working directory");
     close(workdir);
-    close(old_workdir);
+    if (old[1] >= 0) {
+        workdir = open(opt->cache, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (workdir < 0 || sbx_copy_tree(old[1], workdir, NULL) != 0)
+            fail(link, "copying the template's cache directory");
+        close(workdir);
+        close(old[1]);
+    }
+    close(old[0]);
     if (restrict_copy(opt, 1, &what) != 0)
         fail(link, what);
     close(opt->seccomp_fd);
@@ -411,7 +435,7 @@ int sbx_copy_become(struct sbx_copy_request *request, const struct sbx_copy_hook
     struct sbx_copy_options opt;
     char shared[256] = "";
     pid_t program;
-    int link = request->fds[0], old_workdir, ready[2];
+    int link = request->fds[0], old[2], ready[2];
     char ack = 0;
     errno = EINVAL;
     if (sbx_copy_parse(request, &opt) != 0)
@@ -430,7 +454,7 @@ int sbx_copy_become(struct sbx_copy_request *request, const struct sbx_copy_hook
         fail(link, "making the copy's namespaces");
     if (bring_up_loopback() != 0)
         fail(link, "bringing up the copy's loopback device");
-    old_workdir = build_root(link, &opt);
+    old[0] = build_root(link, &opt, &old[1]);
     /* P1 shares the template's memory: its map is the template's. */
     if (sbx_shared_writable(shared, sizeof shared) != 0) {
         char why[sizeof shared + 96];
@@ -445,13 +469,15 @@ int sbx_copy_become(struct sbx_copy_request *request, const struct sbx_copy_hook
         fail(link, "telling the copy client");
     if (pipe2(ready, O_CLOEXEC) != 0)
         fail(link, "making the copy's ready pipe");
-    program = start_program(link, &opt, old_workdir, ready, hooks);
+    program = start_program(link, &opt, old, ready, hooks);
     if (program < 0)
         fail(link, "starting the copy's program");
     if (program == 0)
         return 0;
     close(ready[0]);
-    close(old_workdir);
+    close(old[0]);
+    if (old[1] >= 0)
+        close(old[1]);
     if (opt.code_fd >= 0)
         close(opt.code_fd);
     run_init(link, &opt, program, ready[1]);

@@ -56,6 +56,7 @@ struct sbx_copy_options {
     int code_fd;
     const char *code_path;
     const char *workdir;
+    const char *cache; /* NULL: no cache directory to renew */
     int seccomp_fd;
     char *init_argv[MAX_INIT_ARGS + 3];
     size_t n_init;

@@ -145,6 +145,10 @@ static int parse_option(const char *name, char *value, struct sbx_copy_options *
         opt->workdir = value;
         return 0;
     }
+    if (strcmp(name, "--cache") == 0 && value[0] == '/') {
+        opt->cache = value;
+        return 0;
+    }
     if (strcmp(name, "--seccomp-fd") == 0)
         return parse_one_fd(value, &opt->seccomp_fd);
     return -1;

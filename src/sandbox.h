@@ -41,7 +41,10 @@
 #endif
 
 #define SBX_MAX_RLIMITS 16
-#define SBX_MAX_PASS_FDS 16
+/* A template's warm plan passes 16 with no readable path (the copy client's 8,
+ * the waiter's 3, the code's, two payloads: files and the font list): room for
+ * readable paths. */
+#define SBX_MAX_PASS_FDS 32
 #define SBX_MAX_CAPTURES 4
 #define SBX_MAX_CGROUPS 4
 
@@ -203,7 +206,7 @@ struct sbx_pump_config {
     int kill_on_cap;       /* kill the child as soon as a stream passes its cap */
     double timeout_sec;    /* wall-clock limit; the child is killed past it */
     long long disk_inodes; /* inodes the tmpfs at disk_dir may hold; 0: not watched */
-    const char *disk_dir;  /* absolute, inside the sandbox (disk.c) */
+    const char *disk_dir;  /* absolute, inside the sandbox, ":" between several (disk.c) */
     int end_at_report;     /* capture of the init's report: the run ends once it holds
                               the init's "exit" line, bwrap left to the caller; -1: no */
     int end_after_stream;  /* with it, the capture of the init's file record stream,

@@ -34,6 +34,7 @@ __all__ = [
     "check_python",
     "check_readable",
     "finish",
+    "python_fontlist",
     "python_program",
     "run",
     "run_python",
@@ -168,13 +169,33 @@ def check_python(code: object, args: object) -> tuple[bytes, list[str]]:
     return source, list(args)
 
 
-def build_plan(call: Call, *, waiter: bool = False, client: bool = False) -> tuple[Plan, Limits]:
+def python_fontlist(code: bytes | None) -> tuple[str, bytes] | None:
+    """The prebuilt matplotlib font list a sandbox running Python code (``code`` not
+    None) is shown (``fontlist.py``); None for any other program."""
+    if code is None:
+        return None
+    from .fontlist import fontlist  # only where Python runs: run's hot path never needs it
+
+    return fontlist(programs.find_python(), _run_without_fontlist)
+
+
+def _run_without_fontlist(code: str, limits: Limits, env: Mapping[str, str]) -> Result:
+    """``run_python`` of ``code`` with no prebuilt font list: the one that builds it."""
+    program, source = python_program(code, [])
+    call = Call(program, code=source, limits=limits, env=env)
+    return finish(*build_plan(call, fontlist=False))
+
+
+def build_plan(
+    call: Call, *, waiter: bool = False, client: bool = False, fontlist: bool = True
+) -> tuple[Plan, Limits]:
     """Check the arguments of ``run`` and build its ``Plan``: ``call.program`` under the
     init, in a writable ``WORKDIR`` with the files, and the code when ``call.code`` is
-    given (``run_python``); with ``waiter``, its fds numbered for a warm sandbox's
-    waiter (``waiter.waiting_plan`` makes it one), whose init then takes the files'
-    patterns from the hand-over, and with ``client`` for a copy client's too (a
-    template's copies, ``copies.py``).  Returns the limits in force with it."""
+    given (``run_python``), with matplotlib's prebuilt font list unless not ``fontlist``
+    (its own build); with ``waiter``, its fds numbered for a warm sandbox's waiter
+    (``waiter.waiting_plan`` makes it one), whose init then takes the files' patterns
+    from the hand-over, and with ``client`` for a copy client's too (a template's
+    copies, ``copies.py``).  Returns the limits in force with it."""
     limits, files, code = call.limits, call.files, call.code
     if limits is None:
         limits = Limits()
@@ -193,6 +214,9 @@ def build_plan(call: Call, *, waiter: bool = False, client: bool = False) -> tup
     python = programs.find_python()
 
     payloads = [] if files_stream is None else [files_stream]
+    fonts = python_fontlist(code) if fontlist else None
+    if fonts is not None:
+        payloads.append(fonts[1])
     layout = FdLayout.of(
         payloads=len(payloads),
         captures=1,
@@ -218,10 +242,13 @@ def build_plan(call: Call, *, waiter: bool = False, client: bool = False) -> tup
         layout=layout,
         python=python,
         options=bwrap.run_options(
-            disk=limits.disk, readable=list(zip(layout.binds, paths)), env=env_options
+            disk=limits.disk,
+            readable=list(zip(layout.binds, paths)),
+            env=env_options,
+            fontlist=None if fonts is None else (layout.payloads[-1], fonts[0]),
         ),
         readable=paths,
-        writable=[WORKDIR],
+        writable=[WORKDIR, bwrap.CACHE_DIR],
         init_options=init_options,
         program=call.program,
         code=code,
@@ -231,7 +258,7 @@ def build_plan(call: Call, *, waiter: bool = False, client: bool = False) -> tup
         capture_caps=[stream_cap(limits.files_out, limits.files_out_count)],
         rlimits=limits.rlimits(),
         processes=limits.processes,
-        memory_total=limits.memory + limits.disk,
+        memory_total=limits.memory + limits.disk + bwrap.CACHE_SIZE,
         disk_inodes=limits.disk_inodes(),
         stdout_cap=limits.stdout,
         stderr_cap=limits.stderr,

@@ -17,6 +17,7 @@ from .._launch import bwrap
 from .._launch.plan import FdLayout, Plan
 from .._model.cancel import CancelEvent
 from .._model.limits import Limits
+from .run import python_fontlist
 
 __all__ = ["CHANNELS", "KEEPER_PATH", "session_plan"]
 
@@ -47,9 +48,12 @@ def session_plan(
     ``-PATTERN``), and ``channels`` (the sandbox's ends of the request, reply and call
     pipes); ``cancel`` kills it."""
     payloads = [] if files_stream is None else [files_stream]
+    fonts = python_fontlist(b"")
+    if fonts is not None:
+        payloads.append(fonts[1])
     layout = FdLayout.of(payloads=len(payloads), code=True, binds=len(readable), channels=CHANNELS)
     init_options = ["--files-dir", bwrap.WORKDIR]
-    if payloads:
+    if files_stream is not None:
         init_options += ["--files-in-fd", str(layout.payloads[0])]
     budget = math.ceil(cpu_budget) + 1
     rlimits = [item for item in limits.rlimits() if item[0] != resource.RLIMIT_CPU]
@@ -61,11 +65,14 @@ def session_plan(
         options=[
             *("--perms", "0755", "--dir", os.path.dirname(KEEPER_PATH)),
             *bwrap.run_options(
-                disk=limits.disk, readable=list(zip(layout.binds, readable)), env=env_options
+                disk=limits.disk,
+                readable=list(zip(layout.binds, readable)),
+                env=env_options,
+                fontlist=None if fonts is None else (layout.payloads[-1], fonts[0]),
             ),
         ],
         readable=readable,
-        writable=[bwrap.WORKDIR],
+        writable=[bwrap.WORKDIR, bwrap.CACHE_DIR],
         init_options=init_options,
         program=[
             *(python, "-u", KEEPER_PATH, *(str(fd) for fd in layout.channels)),
@@ -79,7 +86,7 @@ def session_plan(
         capture_caps=[],
         rlimits=rlimits,
         processes=limits.processes,
-        memory_total=limits.memory + limits.disk,
+        memory_total=limits.memory + limits.disk + bwrap.CACHE_SIZE,
         disk_inodes=limits.disk_inodes(),
         stdout_cap=_KEEPER_OUTPUT_CAP,
         stderr_cap=_KEEPER_OUTPUT_CAP,

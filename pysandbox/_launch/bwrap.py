@@ -25,17 +25,21 @@ from .._model.errors import SandboxError
 from .._model.record import record
 
 __all__ = [
+    "CACHE_DIR",
+    "CACHE_SIZE",
     "CODE_DIR",
     "CODE_MODE",
     "CODE_PATH",
     "DEVICES",
     "DEVICE_LINKS",
     "EXTENSION_PATH",
+    "FONT_CONFIG",
     "INIT_PATH",
     "KERNEL_DIRS",
     "MAIN_MODE",
     "MAIN_NAME",
     "MAIN_PATH",
+    "MPLCONFIGDIR",
     "SANDBOX_ID_BASE",
     "SANDBOX_ID_SPAN",
     "SANDBOX_PATH",
@@ -45,6 +49,8 @@ __all__ = [
     "base_options",
     "eval_options",
     "filesystem_options",
+    "font_dirs",
+    "font_mounts",
     "init_mount",
     "init_prefix",
     "namespace_options",
@@ -72,6 +78,17 @@ MAIN_PATH = f"{WORKDIR}/{MAIN_NAME}"
 MAIN_MODE = 0o444
 #: The PATH run's programs see, and where a bare ``argv[0]`` is looked up.
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
+#: run's cache directory (``XDG_CACHE_HOME``), outside ``WORKDIR`` so that no cache
+#: file comes back in ``Result.files``: a writable tmpfs of ``CACHE_SIZE`` bytes of its
+#: own, counted in the sandbox's memory beside ``Limits.disk``, its inodes with the
+#: working directory's (a plan's ``writable``).  Matplotlib's config and cache directory
+#: (``MPLCONFIGDIR``) is in it, its font list prebuilt there (``_api/fontlist.py``).
+CACHE_DIR = "/cache"
+CACHE_SIZE = 8 * 2**20
+MPLCONFIGDIR = f"{CACHE_DIR}/matplotlib"
+#: The host's font configuration, shown read-only where it exists: fontconfig's files
+#: and its system cache (the fonts themselves are in ``/usr``, already shown).
+FONT_CONFIG = ("/etc/fonts", "/var/cache/fontconfig")
 
 #: Where pysandbox's init executable is, inside the sandbox.
 INIT_PATH = "/.pysandbox/init"
@@ -98,6 +115,83 @@ def system_mounts(dirs: Sequence[str] = SYSTEM_DIRS) -> list[str]:
         elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
     return args
+
+
+def _without_comments(text: str) -> str:
+    """An XML text without its ``<!-- -->`` comments."""
+    while True:
+        start = text.find("<!--")
+        end = text.find("-->", start + 4)
+        if start < 0 or end < 0:
+            return text
+        text = text[:start] + text[end + 3 :]
+
+
+def _named_paths(text: str) -> list[str]:
+    """The absolute paths a fontconfig file names in ``<dir>`` and ``<cachedir>``
+    elements (a ``prefix`` other than ``default``: relative to a home or the file,
+    left out)."""
+    text = _without_comments(text)
+    paths = []
+    for tag in ("dir", "cachedir"):
+        at = text.find(f"<{tag}")
+        while at >= 0:
+            close, end = text.find(">", at), text.find(f"</{tag}>", at)
+            if close < 0 or end < close:
+                break
+            attributes = text[at + len(tag) + 1 : close]
+            path = text[close + 1 : end].strip()
+            plain = attributes[:1] in ("", " ", "\t", "\n")
+            prefixed = "prefix" in attributes and 'prefix="default"' not in attributes
+            if plain and not prefixed and path.startswith("/"):
+                paths.append(os.path.normpath(path))
+            at = text.find(f"<{tag}", end)
+    return paths
+
+
+@functools.lru_cache(maxsize=1)
+def font_dirs() -> tuple[str, ...]:
+    """The directories of fonts and font caches the host's fontconfig files
+    (``/etc/fonts/fonts.conf``, ``local.conf`` and ``conf.d``) name by an absolute path,
+    read once per process."""
+    files = ["/etc/fonts/fonts.conf", "/etc/fonts/local.conf"]
+    try:
+        names = sorted(os.listdir("/etc/fonts/conf.d"))
+    except OSError:
+        names = []
+    files += [f"/etc/fonts/conf.d/{name}" for name in names if name.endswith(".conf")]
+    paths: dict[str, None] = {}
+    for path in files[:256]:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as stream:
+                paths.update(dict.fromkeys(_named_paths(stream.read(2**20))))
+        except OSError:
+            continue
+    return tuple(paths)
+
+
+@functools.lru_cache(maxsize=1)
+def font_mounts() -> tuple[str, ...]:
+    """bwrap arguments that show the host's font configuration read-only: ``FONT_CONFIG``
+    and each directory of ``font_dirs`` the sandbox does not show yet, where it exists.
+    Only font data: a named directory is shown when some component of its path names
+    fonts (``/opt/fonts``, ``/var/cache/fontconfig``), it is no symlink, and it is
+    neither a kernel interface nor the root; computed once per process."""
+    shown: list[str] = []
+    for path in (*FONT_CONFIG, *font_dirs()):
+        visible = any(is_within(path, d) for d in (*SYSTEM_DIRS, *shown))
+        fonts = path in FONT_CONFIG or "font" in path.lower()
+        kernel = path == "/" or any(is_within(path, d) for d in KERNEL_DIRS)
+        if visible or not fonts or kernel or os.path.realpath(path) != path:
+            continue
+        if os.path.isdir(path):
+            shown.append(path)
+    options: list[str] = []
+    for path in parent_dirs(shown):
+        options += ["--perms", "0755", "--dir", path]
+    for path in shown:
+        options += ["--ro-bind", path, path]
+    return tuple(options)
 
 
 @record
@@ -281,6 +375,7 @@ def base_options(
         *namespaces(euid == 0),
         "--clearenv",
         *filesystem_options(python_mounts(python), moved),
+        *font_mounts(),
         *extension,
         *init_mount(),
     ]
@@ -305,17 +400,32 @@ def eval_options(venv_config: tuple[str, int] | None = None) -> list[str]:
     return [*moved_config, "--perms", "0755", "--dir", CODE_DIR, "--chdir", CODE_DIR]
 
 
-def run_options(*, disk: int, readable: Sequence[tuple[int, str]], env: Sequence[str]) -> list[str]:
+def run_options(
+    *,
+    disk: int,
+    readable: Sequence[tuple[int, str]],
+    env: Sequence[str],
+    fontlist: tuple[int, str] | None = None,
+) -> list[str]:
     """run's part of the command line: the extra read-only paths, each ``(fd, path)``
     bound from the file open on ``fd`` inside bwrap (``_readable.open_readable``), a
     writable tmpfs of ``disk`` bytes as the working directory ``WORKDIR`` (also ``HOME``;
-    run_python's code is bound at ``MAIN_PATH`` in it by ``_launch``), ``PATH`` and the
-    ``--setenv`` options of ``env``."""
+    run_python's code is bound at ``MAIN_PATH`` in it by ``_launch``), one of
+    ``CACHE_SIZE`` bytes as ``CACHE_DIR`` with ``MPLCONFIGDIR`` in it, and in that the
+    matplotlib font list ``fontlist`` when given (``(fd, name)``: its data served on
+    ``fd``, copied in, 0444), ``PATH``, ``HOME``, ``XDG_CACHE_HOME`` and
+    ``MPLCONFIGDIR``, then the ``--setenv`` options of ``env`` (which may replace them)."""
     options = []
     for path in parent_dirs([path for _, path in readable]):
         options += ["--perms", "0755", "--dir", path]
     for fd, path in readable:
         options += ["--ro-bind-fd", str(fd), path]
     options += ["--perms", "0777", "--size", str(disk), "--tmpfs", WORKDIR]
-    options += ["--setenv", "PATH", SANDBOX_PATH, "--setenv", "HOME", WORKDIR, *env]
-    return [*options, "--chdir", WORKDIR]
+    options += ["--perms", "0777", "--size", str(CACHE_SIZE), "--tmpfs", CACHE_DIR]
+    options += ["--perms", "0777", "--dir", MPLCONFIGDIR]
+    if fontlist is not None:
+        fd, name = fontlist
+        options += ["--perms", "0444", "--file", str(fd), f"{MPLCONFIGDIR}/{name}"]
+    options += ["--setenv", "PATH", SANDBOX_PATH, "--setenv", "HOME", WORKDIR]
+    options += ["--setenv", "XDG_CACHE_HOME", CACHE_DIR, "--setenv", "MPLCONFIGDIR", MPLCONFIGDIR]
+    return [*options, *env, "--chdir", WORKDIR]

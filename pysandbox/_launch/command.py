@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 from .._host import mountinfo, programs
-from .._model.errors import SandboxError
+from .._model.errors import SandboxError, process_wide_fix
 from . import bwrap
 from .lifeline import init_options as lifeline_options
 from .plan import LIFELINE_FD, Plan
@@ -32,6 +32,8 @@ def _write_memfd(data: bytes) -> int:
     try:
         fd = os.memfd_create("pysandbox-data", os.MFD_CLOEXEC)
     except OSError as exc:
+        if process_wide_fix(exc) is not None:
+            raise  # out of descriptors: the launch names it as at any other step
         raise SandboxError(f"cannot create a memfd for the sandbox: {exc.strerror}") from exc
     try:
         view = memoryview(data)

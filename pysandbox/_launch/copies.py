@@ -228,6 +228,8 @@ def copy_command_line(plan: Plan, role: AsCopy, landlock_abi: int) -> list[str]:
         uid, gid = role.identity
         words += ["--id", f"{uid}:{gid}"]
     words += ["--workdir", bwrap.WORKDIR, "--seccomp-fd", str(bwrap.SECCOMP_FD)]
+    if bwrap.CACHE_DIR in plan.writable:
+        words += ["--cache", bwrap.CACHE_DIR]
     words += ["--code", f"{layout.code}:{plan.code_path}"]
     words += _landlock_words(plan, landlock_abi)
     control, *joins = layout.client

@@ -36,7 +36,6 @@ from .._model.cancel import Cancelled
 from .._model.errors import SandboxError, errno_text, process_wide_fix
 from .._model.escape import escape_report
 from .._model.record import record, replace
-from . import bwrap
 from .command import command_line, open_pass_fds
 from .confine import Confinement, confine
 from .failures import bwrap_exited, init_failure, parse_init_report, setup_failure, spawn_failure
@@ -134,7 +133,8 @@ class _Setup:
             "cancel": plan.cancel,
             "text": plan.text,
             "disk_inodes": plan.disk_inodes,
-            "disk_dir": bwrap.WORKDIR if plan.disk_inodes > 0 else None,
+            # Each writable place is a tmpfs: the C core counts their inodes together.
+            "disk_dir": ":".join(plan.writable) if plan.disk_inodes > 0 else None,
         }
 
 

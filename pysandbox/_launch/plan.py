@@ -145,8 +145,9 @@ class Plan:
     timeout: float
     #: CPU seconds of the whole tree; 0: not watched.
     cpu_limit: float = 0.0
-    #: Inodes (hard links included) the tmpfs at ``bwrap.WORKDIR`` may hold; past them
-    #: the C core kills the sandbox.  0: not watched (a plan without that tmpfs).
+    #: Inodes (hard links included) the tmpfs of ``writable`` (``bwrap.WORKDIR`` and
+    #: ``bwrap.CACHE_DIR``) may hold together; past them the C core kills the sandbox.
+    #: 0: not watched (a plan without those tmpfs).
     disk_inodes: int = 0
     stdin: bytes = b""
     #: Called with each chunk of stdout while stdin is open: bytes to write, None to close.

@@ -720,7 +720,10 @@ def test_environment_is_path_and_the_callers_extras_only(monkeypatch: pytest.Mon
     assert variables.pop("FOO") == "bar baz"
     assert variables.pop("EMPTY") == ""
     assert variables.pop("PATH") == "/usr/local/bin:/usr/bin:/bin"
-    # Besides PATH, only what describes the sandbox itself (its working directory).
+    # Besides PATH, only what describes the sandbox itself: its working directory, and
+    # its cache directory (issue 23).
+    assert variables.pop("XDG_CACHE_HOME") == "/cache"
+    assert variables.pop("MPLCONFIGDIR") == "/cache/matplotlib"
     assert set(variables) <= {"HOME", "PWD"}, variables
     assert all(value == "/sandbox" for value in variables.values()), variables
 

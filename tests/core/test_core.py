@@ -186,12 +186,23 @@ def test_rlimits_are_applied_in_the_child() -> None:
         ({"on_stdout": 42}, TypeError),
         ({"on_stderr": 42}, TypeError),
         ({"stdin_callback": 42}, TypeError),
+        ({"disk_inodes": 10}, ValueError),
+        ({"disk_inodes": 10, "disk_dir": "sandbox"}, ValueError),
+        ({"disk_inodes": 10, "disk_dir": "/sandbox:cache"}, ValueError),
+        ({"disk_inodes": 10, "disk_dir": "/sandbox:"}, ValueError),
+        ({"disk_inodes": 10, "disk_dir": "/sandbox::/cache"}, ValueError),
     ],
 )
 def test_bad_arguments_are_rejected(options: dict[str, object], error: type) -> None:
     options.setdefault("timeout", 5.0)
     with pytest.raises(error):
         _sandbox.run(["/bin/true"], [], **options)  # type: ignore[arg-type]
+
+
+def test_several_tmpfs_to_count_are_taken() -> None:
+    """``disk_dir`` names the tmpfs whose inodes count together, ``:`` between them."""
+    raw = _sandbox.run(["/bin/true"], [], timeout=5.0, disk_inodes=10, disk_dir="/a:/b")
+    assert os.waitstatus_to_exitcode(raw["wait_status"]) == 0 and not raw["disk_exceeded"]
 
 
 def test_relative_program_and_nul_bytes_are_rejected() -> None:

@@ -29,6 +29,7 @@ import pytest
 
 import pysandbox
 from pysandbox import run, run_python
+from pysandbox._launch import bwrap
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The directory that holds the installed pysandbox package.
@@ -183,12 +184,13 @@ def link_chain(path: Path) -> list[Path]:
 
 def top_level(api: str, *extra: str) -> list[str]:
     """What the sandbox's ``/`` holds: the system directories the host has, the sandbox's
-    own mount points (the code directory of ``eval``, the working directory of ``run``),
-    and ``extra``."""
+    own mount points (the code directory of ``eval``, the working and cache directories
+    of ``run``), the steps to the host's font configuration, and ``extra``."""
     system = [d for d in ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")]
     present = [d for d in system if os.path.lexists(f"/{d}")]
-    own = "home" if api == "eval" else "sandbox"
-    return sorted({*present, "dev", "proc", ".pysandbox", own, *extra})
+    own = ["home"] if api == "eval" else ["sandbox", "cache"]
+    fonts = [path.split("/")[1] for path in bwrap.font_mounts() if path.startswith("/")]
+    return sorted({*present, "dev", "proc", ".pysandbox", *own, *fonts, *extra})
 
 
 def interpreter_facts(report: dict[str, object]) -> dict[str, object]:

@@ -45,6 +45,8 @@ static const char *const WELL_FORMED[] = {
     "1000:1001",
     "--workdir",
     "/tmp/w",
+    "--cache",
+    "/tmp/c",
     "--seccomp-fd",
     "4",
     "--code",

@@ -131,6 +131,8 @@ static const struct {
     {"--code", "7:/x"},
     {"--workdir", "tmp/w"},
     {"--workdir", ""},
+    {"--cache", "tmp/c"},
+    {"--cache", ""},
 };
 
 /* test_values: bad numbers and paths refused, the largest good ones taken. */

@@ -132,8 +132,8 @@ static void test_well_formed(void)
               opt.rlimits[1].soft == RLIM_INFINITY && opt.rlimits[1].hard == RLIM_INFINITY,
           "its --rlimit words, -1 an infinity");
     check(strcmp(opt.workdir, "/tmp/w") == 0 && opt.seccomp_fd == 4 && opt.code_fd == 7 &&
-              strcmp(opt.code_path, "/tmp/w/code.py") == 0,
-          "its --workdir, --seccomp-fd and --code");
+              strcmp(opt.code_path, "/tmp/w/code.py") == 0 && strcmp(opt.cache, "/tmp/c") == 0,
+          "its --workdir, --cache, --seccomp-fd and --code");
     check(opt.n_landlock == 2 && strcmp(opt.landlock[0], "/tmp/w") == 0 &&
               strcmp(opt.landlock[1], "/dev/null") == 0,
           "its --landlock-write paths");
