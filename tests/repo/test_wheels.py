@@ -109,14 +109,21 @@ def test_wheel_installs_and_runs_without_a_compiler(version: str, tmp_path: Path
         env=env,
         check=True,
     )
+    # A bundle with HTML imports nh3, the dependency installed beside the wheel.
+    bundle = "pysandbox.Bundle({'text/html': '<b onclick=x()>2</b>'})['text/html']"
     smoke = subprocess.run(
-        [python, "-c", "import pysandbox; print(pysandbox.eval_in_sandbox('print(1+1)').stdout)"],
+        [
+            python,
+            "-c",
+            "import pysandbox; print(pysandbox.eval_in_sandbox('print(1+1)').stdout)\n"
+            f"print({bundle})",
+        ],
         env=env,
         capture_output=True,
         text=True,
         check=True,
     )
-    assert smoke.stdout == "2\n"
+    assert smoke.stdout == "2\n<b>2</b>\n"
     selftest = subprocess.run(
         [str(tmp_path / "venv" / "bin" / "pysandbox"), "selftest"],
         env=env,

@@ -1,0 +1,170 @@
+# SPDX-License-Identifier: MIT
+"""SVG in a rich output (``_model/rich_svg.py``): matplotlib's figure survives with its
+drawing, and a hostile SVG loses its scripts, handlers, foreign content and external
+links, or is dropped whole (a DTD of its own, entities, too deep, too many elements)."""
+
+from __future__ import annotations
+
+import io
+import re
+import time
+
+import pytest
+
+from pysandbox import Bundle
+from pysandbox._model.rich import checked_bundle
+from pysandbox._model.rich_svg import MAX_DEPTH, MAX_ELEMENTS, clean_svg
+
+pytestmark = pytest.mark.no_bwrap
+
+MB = 1 << 20
+HEAD = '<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink">'
+
+
+def _svg(body: str) -> str:
+    return f"{HEAD}{body}</svg>"
+
+
+def _kept(svg: str) -> str | None:
+    bundle = checked_bundle({"image/svg+xml": svg}, max_bytes=8 * MB)
+    if bundle is None:
+        return None
+    kept = bundle["image/svg+xml"]
+    assert isinstance(kept, str)
+    return kept
+
+
+@pytest.fixture(scope="module")
+def figure_svg() -> str:
+    """A real matplotlib figure with a line, markers, text, a clip path and an image."""
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(3, 2))
+    axes = figure.subplots()
+    axes.plot([1, 2, 3], [3, 1, 2], "o-", label="x < y & z")
+    axes.imshow([[0.0, 1.0], [1.0, 0.0]], extent=(1, 3, 1, 3))
+    axes.legend()
+    axes.set_title("Tïtle")
+    out = io.BytesIO()
+    figure.savefig(out, format="svg")
+    return out.getvalue().decode("utf-8")
+
+
+def _tags(svg: str) -> list[str]:
+    return re.findall(r"<([A-Za-z]+)", svg)
+
+
+def test_matplotlibs_svg_keeps_its_drawing(figure_svg: str) -> None:
+    kept = _kept(figure_svg)
+    assert kept is not None
+    assert "<!DOCTYPE" in figure_svg and "<!DOCTYPE" not in kept
+    dropped = {"metadata", "rdf", "cc", "dc"}  # the figure's metadata: <rdf:RDF>, ...
+    assert [t for t in _tags(figure_svg) if t not in dropped] == _tags(kept)
+    for part in ("<path", "<defs>", "<clipPath", '<use xlink:href="#', "<image", "style="):
+        assert kept.count(part) == figure_svg.count(part) > 0, part
+    assert 'clip-path="url(#' in kept and '<style type="text/css">*{' in kept
+    assert 'xlink:href="data:image/png;base64,' in kept
+    assert kept.startswith('<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink=')
+    # Written out anew: the same document, so cleaning it again changes nothing.
+    assert clean_svg(kept) == kept
+
+
+@pytest.mark.parametrize(
+    ("body", "kept"),
+    [
+        ("<script>alert(1)</script><rect/>", "<rect></rect>"),
+        ('<rect onclick="alert(1)" onload="x()" width="2"/>', '<rect width="2"></rect>'),
+        (
+            '<foreignObject><body xmlns="http://www.w3.org/1999/xhtml"><script>x()</script>'
+            "</body></foreignObject><circle/>",
+            "<circle></circle>",
+        ),
+        ('<a xlink:href="javascript:alert(1)"><rect/></a>', ""),
+        ('<use xlink:href="javascript:alert(1)"/>', "<use></use>"),
+        ('<use href="https://example.org/x.svg#a"/>', "<use></use>"),
+        ('<image xlink:href="https://example.org/t.png"/>', "<image></image>"),
+        ('<image href="data:image/svg+xml;base64,PHN2Zz4="/>', "<image></image>"),
+        ('<image href="data:image/png;base64,iVBO!"/>', "<image></image>"),
+        (
+            '<image href="data:image/png;base64,iVBORw=="/>',
+            '<image href="data:image/png;base64,iVBORw=="></image>',
+        ),
+        ('<rect style="fill: url(https://example.org/t)"/>', "<rect></rect>"),
+        ("<rect style=\"fill: url( '#g')\"/>", "<rect style=\"fill: url( '#g')\"></rect>"),
+        ('<rect fill="url(http://example.org/#g)"/>', "<rect></rect>"),
+        ("<rect style=\"background: image-set('t.png' 1x)\"/>", "<rect></rect>"),
+        ('<rect style="fill: u\\72l(http://x)"/>', "<rect></rect>"),
+        ("<style>@import 'https://example.org/t.css';</style>", "<style></style>"),
+        ("<style>u<g/>rl(https://example.org/t)</style>", "<style></style>"),
+        ('<set attributeName="href" to="javascript:alert(1)"/>', ""),
+        ('<animate attributeName="href" values="javascript:alert(1)"/>', ""),
+        (
+            "<rect/><!-- comment --><?xml-stylesheet href='https://example.org/t.css'?>",
+            "<rect></rect>",
+        ),
+        (
+            '<g id="a" data-x="1" xml:space="preserve"><text>a&lt;b</text></g>',
+            '<g id="a" xml:space="preserve"><text>a&lt;b</text></g>',
+        ),
+    ],
+)
+def test_hostile_svg_is_rebuilt_without_it(body: str, kept: str) -> None:
+    assert _kept(_svg(body)) == _svg(kept)
+
+
+def test_svg_onload_on_the_root_is_dropped() -> None:
+    svg = '<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)" width="4"><rect/></svg>'
+    kept = _kept(svg)
+    assert kept is not None and "onload" not in kept and 'width="4"' in kept
+
+
+XXE = """<?xml version="1.0"?>
+<!DOCTYPE svg [<!ENTITY xxe SYSTEM "file:///etc/passwd">]>
+<svg xmlns="http://www.w3.org/2000/svg"><text>&xxe;</text></svg>"""
+LAUGHS = (
+    '<?xml version="1.0"?><!DOCTYPE svg [<!ENTITY a "lol">'
+    + "".join(f'<!ENTITY {chr(98 + n)} "{("&" + chr(97 + n) + ";") * 10}">' for n in range(9))
+    + ']><svg xmlns="http://www.w3.org/2000/svg"><text>&j;</text></svg>'
+)
+
+
+@pytest.mark.parametrize(
+    ("svg", "reason"),
+    [
+        (XXE, "an entity declaration"),
+        (LAUGHS, "an entity declaration"),
+        (
+            '<!DOCTYPE svg [<!ATTLIST svg onload CDATA "alert(1)">]>'
+            '<svg xmlns="http://www.w3.org/2000/svg"/>',
+            "a DTD of its own",
+        ),
+        ('<!DOCTYPE html SYSTEM "x"><svg xmlns="http://www.w3.org/2000/svg"/>', "DTD of its own"),
+        (_svg("<text>&nbsp;</text>"), "undefined entity"),
+        ('<html xmlns="http://www.w3.org/1999/xhtml"><svg/></html>', "not an <svg> element"),
+        ("<svg><rect></svg>", "mismatched tag"),
+        ("", "no element found"),
+    ],
+    ids=["xxe", "laughs", "attlist", "not-svg-dtd", "undeclared", "not-svg", "broken", "empty"],
+)
+def test_dtds_entities_and_broken_documents_are_dropped(svg: str, reason: str) -> None:
+    bundle = Bundle({"image/svg+xml": svg, "text/plain": "fig"}, max_bytes=MB)
+    assert list(bundle) == ["text/plain"]
+    assert bundle.dropped[0].startswith("image/svg+xml") and reason in bundle.dropped[0]
+
+
+def test_ten_thousand_levels_are_refused_quickly_without_recursion() -> None:
+    fine = _svg("<g>" * (MAX_DEPTH - 1) + "</g>" * (MAX_DEPTH - 1))
+    assert _kept(fine) == fine
+    deep = _svg("<g>" * 10_000 + "</g>" * 10_000)
+    started = time.monotonic()
+    bundle = Bundle({"image/svg+xml": deep}, max_bytes=MB)
+    assert time.monotonic() - started < 1
+    assert not bundle and f"deeper than {MAX_DEPTH}" in bundle.dropped[0]
+
+
+def test_too_many_elements_are_refused() -> None:
+    assert _kept(_svg("<rect/>" * (MAX_ELEMENTS - 1))) is not None
+    bundle = Bundle({"image/svg+xml": _svg("<rect/>" * MAX_ELEMENTS)}, max_bytes=8 * MB)
+    assert not bundle and f"more than {MAX_ELEMENTS} elements" in bundle.dropped[0]
