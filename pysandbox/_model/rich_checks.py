@@ -12,6 +12,7 @@ the SVG through ``rich_svg``.  No regex here can backtrack: each is a run of one
 from __future__ import annotations
 
 import functools
+from types import MappingProxyType
 
 from .rich_svg import SvgRefused, clean_svg
 
@@ -19,7 +20,7 @@ from .rich_svg import SvgRefused, clean_svg
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import re
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
 __all__ = [
     "CHECKS",
@@ -101,17 +102,19 @@ HTML_TAGS = frozenset(
     ]
 )
 #: The attributes kept on those tags (``"*"``: on any); no ``style``, ``id`` or handler.
-HTML_ATTRIBUTES: dict[str, set[str]] = {
-    "*": {"class", "title", "lang", "dir"},
-    "a": {"href"},
-    "img": {"src", "alt", "width", "height"},
-    "table": {"border"},
-    "th": {"colspan", "rowspan", "align", "valign", "scope"},
-    "td": {"colspan", "rowspan", "align", "valign"},
-    "col": {"span"},
-    "colgroup": {"span"},
-    "ol": {"start", "type"},
-}
+HTML_ATTRIBUTES: Mapping[str, frozenset[str]] = MappingProxyType(
+    {
+        "*": frozenset({"class", "title", "lang", "dir"}),
+        "a": frozenset({"href"}),
+        "img": frozenset({"src", "alt", "width", "height"}),
+        "table": frozenset({"border"}),
+        "th": frozenset({"colspan", "rowspan", "align", "valign", "scope"}),
+        "td": frozenset({"colspan", "rowspan", "align", "valign"}),
+        "col": frozenset({"span"}),
+        "colgroup": frozenset({"span"}),
+        "ol": frozenset({"start", "type"}),
+    }
+)
 #: Tags left out with everything inside them.
 _HTML_DROPPED_WITH_CONTENT = frozenset({"script", "style", "template", "noscript", "iframe"})
 #: Elements without an end tag: they do not nest.
@@ -307,7 +310,7 @@ def check_html(text: str) -> str:
         text,
         tags=set(HTML_TAGS),
         clean_content_tags=set(_HTML_DROPPED_WITH_CONTENT),
-        attributes=HTML_ATTRIBUTES,
+        attributes={tag: set(names) for tag, names in HTML_ATTRIBUTES.items()},
         attribute_filter=_html_attribute,
         strip_comments=True,
         link_rel="noopener noreferrer nofollow",
@@ -326,10 +329,12 @@ def _schemes() -> re.Pattern[str]:
 
 
 def check_markdown(text: str) -> str:
-    """Markdown with no raw HTML: ``&`` and ``<`` escaped (so no tag, autolink or entity
-    forms; inside code they show as ``&amp;`` and ``&lt;``), and a zero-width space
-    between ``javascript`` or ``vbscript`` and its colon, so no link runs code."""
-    text = text.replace("&", "&amp;").replace("<", "&lt;")
+    """Markdown with no raw HTML and no image: ``&`` and ``<`` escaped (so no tag,
+    autolink or entity forms; inside code they show as ``&amp;`` and ``&lt;``), ``![``
+    written ``!\\[`` (an image would have the reader's browser fetch a URL the sandbox
+    chose, a way out for its data), and a zero-width space between ``javascript`` or
+    ``vbscript`` and its colon, so no link runs code."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace("![", "!\\[")
     return _schemes().sub("\\1\u200b", text)
 
 

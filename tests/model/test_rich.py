@@ -300,6 +300,12 @@ def test_markdown_has_its_html_and_script_links_neutralized() -> None:
     assert kept == "[x](JavaScript\u200b:alert(1)) [y](vbscript\u200b\\:x) javascripts:"
 
 
+def test_markdown_shows_no_image_a_browser_would_fetch() -> None:
+    kept = _kept("text/markdown", "![leak](https://example.org/t.png?k=secret) [ok](https://x.org)")
+    assert kept == "!\\[leak](https://example.org/t.png?k=secret) [ok](https://x.org)"
+    assert _kept("text/markdown", "\\![a][r]") == "\\!\\[a][r]"
+
+
 def test_latex_with_mathjax_links_or_html_is_dropped() -> None:
     assert _kept("text/latex", r"$\frac{a}{b} + \hat{x}$") == r"$\frac{a}{b} + \hat{x}$"
     for command in (r"\href{javascript:alert(1)}{x}", r"\require{html}", r"\class{x}{y}"):
