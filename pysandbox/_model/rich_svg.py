@@ -18,7 +18,10 @@ included, is left out with everything inside it), only the attributes of ``ATTRI
 element of the same document (``#id``) or to a PNG or JPEG ``data:`` URL, and CSS (the
 ``style`` attribute and element, and every attribute value) only when each ``url()`` in
 it is ``url(#id)``, each function it calls is a colour, ``calc`` or a transform, and it
-has no ``@`` rule and no ``\\`` escape.  Text is kept inside the elements that show or
+has no ``@`` rule and no ``\\`` escape; a ``style`` attribute sets only paint, text and
+opacity, a ``<style>`` element (whose rules reach the whole page when the SVG is shown
+inline) only paint, and the root has no ``transform``: nothing sizes or places a box
+over the page around it.  Text is kept inside the elements that show or
 name text; comments and processing instructions are dropped.  Matplotlib's SVG keeps its
 drawing: paths, ``<defs>``, ``<use xlink:href="#...">``, ``<clipPath>``, its ``style``
 attributes and element, embedded PNG images.
@@ -183,6 +186,22 @@ ATTRIBUTES = frozenset(
         "media",
     ]
 )
+#: The CSS properties a ``<style>`` element may set: paint alone, since its rules reach
+#: the whole page when the SVG is shown inline (``*{font-size: 0}`` would blank it).
+_SHEET_PROPERTIES = frozenset(
+    """fill fill-opacity fill-rule stroke stroke-width stroke-linecap stroke-linejoin
+    stroke-miterlimit stroke-dasharray stroke-dashoffset stroke-opacity stop-color
+    stop-opacity paint-order vector-effect shape-rendering clip-rule marker-start
+    marker-mid marker-end color-interpolation""".split()  # noqa: SIM905
+)
+#: The CSS properties a ``style`` attribute may set: paint, text and opacity, nothing
+#: that places or sizes a box (an inline SVG's root could otherwise cover the page).
+_STYLE_PROPERTIES = _SHEET_PROPERTIES | frozenset(
+    """opacity font font-family font-size font-style font-weight font-variant
+    font-stretch text-anchor text-decoration dominant-baseline alignment-baseline
+    baseline-shift letter-spacing word-spacing white-space color clip-path mask
+    text-rendering image-rendering visibility mix-blend-mode isolation""".split()  # noqa: SIM905
+)
 #: CSS functions allowed in a style or an attribute value (``url`` only as ``url(#id)``).
 _CSS_FUNCTIONS = frozenset(
     [
@@ -235,6 +254,43 @@ def css_is_safe(text: str) -> bool:
     return True
 
 
+def declarations_are_safe(text: str, allowed: frozenset[str]) -> bool:
+    """Whether the CSS declarations ``text`` (``fill: red; stroke: #000``) are safe
+    (``css_is_safe``), without comments or braces, each setting a property of
+    ``allowed``."""
+    if "{" in text or "}" in text or "/*" in text or not css_is_safe(text):
+        return False
+    for declaration in text.split(";"):
+        name, colon, _ = declaration.partition(":")
+        if (colon or name.strip()) and name.strip().lower() not in allowed:
+            return False
+    return True
+
+
+@functools.cache
+def _selector() -> re.Pattern[str]:
+    """A selector of names, ids, classes, ``*`` and combinators (one class: linear)."""
+    import re
+
+    return re.compile(r"[\w\s#.*,>+~:-]*", re.ASCII)
+
+
+def style_sheet_is_safe(text: str) -> bool:
+    """Whether a ``<style>`` element's text is only rules of plain selectors whose
+    declarations set paint (``_SHEET_PROPERTIES``): matplotlib's
+    ``*{stroke-linejoin: round; stroke-linecap: butt}`` is."""
+    rules = text.split("}")
+    if rules[-1].strip():
+        return False
+    for rule in rules[:-1]:
+        selector, brace, body = rule.partition("{")
+        if not brace or not _selector().fullmatch(selector):
+            return False
+        if not declarations_are_safe(body, _SHEET_PROPERTIES):
+            return False
+    return True
+
+
 def link_is_safe(value: str) -> bool:
     """Whether a link stays in the document (``#id``) or is a PNG or JPEG ``data:`` URL
     of base64 characters alone."""
@@ -266,6 +322,8 @@ def _attribute(element: str, name: str, value: str) -> str | None:
             return None
     elif name == "href":
         shown = "href"
+    elif name == "style":
+        return name if declarations_are_safe(value, _STYLE_PROPERTIES) else None
     elif name in ATTRIBUTES:
         return name if css_is_safe(value) else None
     else:
@@ -317,6 +375,8 @@ class _Rebuild:
         for index in range(0, len(attributes), 2):
             value = attributes[index + 1]
             shown = _attribute(local, attributes[index], value)
+            if shown == "transform" and len(self.stack) == 1:
+                continue  # the root moved or scaled over the page
             if shown is not None:
                 self.out.append(f' {shown}="{_escape(value, quote=True)}"')
         self.out.append(">")
@@ -326,7 +386,7 @@ class _Rebuild:
         if local == "style":
             css = "".join(self.css)
             self.css.clear()
-            if css_is_safe(css):
+            if style_sheet_is_safe(css):
                 self.out.append(_escape(css, quote=False))
         if local is not None:
             self.out.append(f"</{local}>")
