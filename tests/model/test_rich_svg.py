@@ -5,11 +5,12 @@ links, or is dropped whole (a DTD of its own, entities, too deep, too many eleme
 
 from __future__ import annotations
 
-import io
 import re
 import time
 
 import pytest
+from support.figures import figure_bytes
+from support.timing import slow
 
 from pysandbox import Bundle
 from pysandbox._model.rich import checked_bundle
@@ -36,26 +37,9 @@ def _kept(svg: str) -> str | None:
 
 @pytest.fixture(scope="module", params=["path", "none"])
 def figure_svg(request: pytest.FixtureRequest) -> str:
-    """A real matplotlib figure with a line, markers, text, a clip path and an image, its
-    text drawn as paths (the default) or written as text in ``style``'d elements."""
-    matplotlib = pytest.importorskip("matplotlib")
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    with matplotlib.rc_context({"svg.fonttype": request.param}):
-        return _figure(Figure)
-
-
-def _figure(figure_class: type) -> str:
-    figure = figure_class(figsize=(3, 2))
-    axes = figure.subplots()
-    axes.plot([1, 2, 3], [3, 1, 2], "o-", label="x < y & z")
-    axes.imshow([[0.0, 1.0], [1.0, 0.0]], extent=(1, 3, 1, 3))
-    axes.legend()
-    axes.set_title("Tïtle")
-    out = io.BytesIO()
-    figure.savefig(out, format="svg")
-    return out.getvalue().decode("utf-8")
+    """A real matplotlib figure, its text drawn as paths (the default) or written as
+    text in ``style``'d elements."""
+    return figure_bytes("svg", fonttype=request.param).decode("utf-8")
 
 
 def _tags(svg: str) -> list[str]:
@@ -73,7 +57,8 @@ def test_matplotlibs_svg_keeps_its_drawing(figure_svg: str) -> None:
     assert 'clip-path="url(#' in kept and '<style type="text/css">*{' in kept
     assert 'xlink:href="data:image/png;base64,' in kept
     if "<text" in figure_svg:  # svg.fonttype none: the words are there, escaped
-        assert "Tïtle" in kept and "x &lt; y &amp; z" in kept and "font-size: 10px" in kept
+        assert "Tïtle" in kept and "x &lt; y &amp; z" in kept
+        assert kept.count("font") == figure_svg.count("font") > 0
     assert kept.startswith('<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink=')
     # Written out anew: the same document, so cleaning it again changes nothing.
     assert clean_svg(kept) == kept
@@ -189,7 +174,7 @@ def test_ten_thousand_levels_are_refused_quickly_without_recursion() -> None:
     deep = _svg("<g>" * 10_000 + "</g>" * 10_000)
     started = time.monotonic()
     bundle = Bundle({"image/svg+xml": deep}, max_bytes=MB)
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < slow(0.3)
     assert not bundle and f"deeper than {MAX_DEPTH}" in bundle.dropped[0]
 
 
