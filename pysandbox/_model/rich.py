@@ -198,9 +198,20 @@ class Bundle(Mapping[str, "bytes | str"]):
             parts.append(f"{len(self.dropped)} dropped")
         return f"Bundle({', '.join(parts)})"
 
-    def __reduce__(self) -> tuple[Any, tuple[dict[str, bytes | str], tuple[str, ...]]]:
-        """Pickle and copy as they are: the data was checked when the bundle was made."""
-        return _restored, (dict(self._data), self.dropped)
+    def __reduce__(self) -> tuple[type[Bundle], tuple[()], tuple[dict[str, Any], tuple[str, ...]]]:
+        """Pickle and copy as they are (the data was checked when the bundle was made),
+        naming ``pysandbox.Bundle`` alone: no pickle depends on the internal layout."""
+        return type(self), (), (dict(self._data), self.dropped)
+
+    def __setstate__(self, state: tuple[dict[str, Any], tuple[str, ...]]) -> None:
+        """A pickled bundle's items, as they were: still only known MIME types, bytes for
+        the images and str for the rest."""
+        data, dropped = state
+        for key, value in data.items():
+            if key not in CHECKS or type(value) is not CHECKS[key][0]:
+                raise BundleRefused(f"a pickled bundle holds {shown(key)}: {shown(value)}")
+        object.__setattr__(self, "_data", {key: data[key] for key in MIME_TYPES if key in data})
+        object.__setattr__(self, "dropped", tuple(str(line) for line in dropped))
 
     def json(self) -> Any:
         """The ``application/json`` data, parsed anew on each call; ``KeyError`` without
@@ -264,14 +275,6 @@ def _from_json(data: object, max_bytes: int) -> dict[str, object]:
         else:
             raw[key] = value
     return raw
-
-
-def _restored(data: dict[str, bytes | str], dropped: tuple[str, ...]) -> Bundle:
-    """A pickled bundle, as it was (``Bundle.__reduce__``)."""
-    bundle = Bundle.__new__(Bundle)
-    object.__setattr__(bundle, "_data", dict(data))
-    object.__setattr__(bundle, "dropped", tuple(dropped))
-    return bundle
 
 
 def checked_bundle(raw: object, *, max_bytes: int) -> Bundle | None:

@@ -100,8 +100,13 @@ def test_to_json_is_display_datas_data_and_from_json_checks_it_again(png: bytes)
 
 def test_a_bundle_pickles_as_it_is(png: bytes) -> None:
     bundle = Bundle({"image/png": png, "text/gif": "x"}, max_bytes=MB)
-    again = pickle.loads(pickle.dumps(bundle))
+    pickled = pickle.dumps(bundle)
+    again = pickle.loads(pickled)
     assert again == bundle and again.dropped == bundle.dropped and type(again) is Bundle
+    assert pickled.count(b"pysandbox._") == 0  # pysandbox.Bundle, not its module
+    forged = pickled.replace(b"image/png", b"image/gif")
+    with pytest.raises(BundleRefused, match="pickled bundle holds 'image/gif'"):
+        pickle.loads(forged)
 
 
 def test_bundle_is_public_and_loads_no_checker_on_import() -> None:
