@@ -65,11 +65,12 @@ def _entries(raw: object, max_bytes: int) -> list[tuple[str, bytes | str]]:
     keys to bytes or str (exactly those types), within ``max_bytes``."""
     if not isinstance(raw, dict):
         raise BundleRefused(f"a bundle must be a dict, not {type(raw).__name__}")
-    if len(raw) > MAX_TYPES:
+    # dict's own methods: a subclass's overrides are not asked.
+    if dict.__len__(raw) > MAX_TYPES:
         raise BundleRefused(f"a bundle has {len(raw)} MIME types (at most {MAX_TYPES})")
     entries: list[tuple[str, bytes | str]] = []
     chars = 0
-    for key, value in raw.items():
+    for key, value in dict.items(raw):
         if type(key) is not str:
             raise BundleRefused(f"a MIME type must be a str, not {type(key).__name__}")
         if type(value) not in (bytes, str):

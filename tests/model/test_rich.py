@@ -150,6 +150,20 @@ def test_a_bundle_of_the_wrong_types_is_refused_whole(raw: object) -> None:
     assert isinstance(caught.value, ValueError)
 
 
+def test_a_dict_subclass_is_read_through_dicts_own_methods() -> None:
+    class Lying(dict):  # type: ignore[type-arg]
+        def items(self) -> Any:
+            return iter([("text/plain", "fine")])
+
+        def __len__(self) -> int:
+            return 1
+
+    with pytest.raises(BundleRefused, match="data must be bytes or str"):
+        checked_bundle(Lying({"text/plain": 3}), max_bytes=MB)
+    with pytest.raises(BundleRefused, match="MIME types"):
+        checked_bundle(Lying({f"a/{n}": "" for n in range(MAX_TYPES + 1)}), max_bytes=MB)
+
+
 def test_too_many_types_are_refused() -> None:
     raw = {f"application/x-{n}": "" for n in range(MAX_TYPES + 1)}
     with pytest.raises(BundleRefused, match="MIME types"):
