@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ._model.file import File
     from ._model.limits import Limits
     from ._model.result import ProcessOutput, Result, SandboxFailure
+    from ._model.rich import Bundle
     from ._model.schema import FileDict, OutcomeErrorDict, OutcomeResultDict, ResultDict
     from ._model.session_result import CellError, CellResult
     from ._model.status import Status
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from ._runner.runner import Runner
 
 __all__ = [
+    "Bundle",
     "Cancelled",
     "CellError",
     "CellResult",
@@ -74,6 +76,7 @@ __all__ = [
 #: asyncio alone costs about 30 ms of start-up, the self-test its attacks, IPython's
 #: extension is only for IPython (``tests/repo/test_import_cost.py`` keeps it so).
 _LAZY = {
+    "Bundle": "._model.rich",
     "Cancelled": "._model.cancel",
     "CellError": "._model.session_result",
     "CellResult": "._model.session_result",

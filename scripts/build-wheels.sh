@@ -10,7 +10,8 @@
 # ones), so the wheels are manylinux_2_24.  libseccomp is linked in from Debian's static
 # archive, so users need no libseccomp.so.2.  The programs (the init and the copy
 # client) are linked statically with musl and need no C library at all.  auditwheel
-# checks the result and tags it.
+# checks the result and tags it.  The runtime dependencies' wheels (nh3) are put beside
+# them, for each Python.
 # The build tools live in .venv-wheel-tools, installed with pip.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -63,4 +64,7 @@ for version in 3.9 3.10 3.11 3.12 3.13; do
         "$work/raw-$version"/*.whl
     "$tools/bin/auditwheel" show "$work/wheel-$version"/*.whl
     mv "$work/wheel-$version"/*.whl "$out/"
+    # The wheels of its runtime dependencies (nh3) beside it, read from its own metadata,
+    # so that tests/repo/test_wheels.py installs it offline (--no-index --find-links).
+    "$python" -m pip download -q --only-binary :all: -d "$out" "$out"/pysandbox-*-cp"${version/./}"-*.whl
 done

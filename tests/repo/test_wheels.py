@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """The wheels users install (``scripts/build-wheels.sh``, found in ``$PYSANDBOX_WHEELS``)
 are tagged for glibc 2.24, carry the init and link libseccomp in, and work from a venv
-of their own Python on a host path with no compiler."""
+of their own Python on a host path with no compiler, installed offline with the wheels
+of their runtime dependencies (nh3) that the script put beside them."""
 
 from __future__ import annotations
 
@@ -101,18 +102,28 @@ def test_wheel_installs_and_runs_without_a_compiler(version: str, tmp_path: Path
     env = _without_a_compiler(tmp_path)
     python = str(tmp_path / "venv" / "bin" / "python")
     subprocess.run(
-        [python, "-m", "pip", "install", "-q", "--no-index", "--only-binary", ":all:", wheel],
+        [
+            *(python, "-m", "pip", "install", "-q", "--no-index", "--only-binary", ":all:"),
+            *("--find-links", str(wheel.parent), str(wheel)),
+        ],
         env=env,
         check=True,
     )
+    # A bundle with HTML imports nh3, the dependency installed beside the wheel.
+    bundle = "pysandbox.Bundle({'text/html': '<b onclick=x()>2</b>'})['text/html']"
     smoke = subprocess.run(
-        [python, "-c", "import pysandbox; print(pysandbox.eval_in_sandbox('print(1+1)').stdout)"],
+        [
+            python,
+            "-c",
+            "import pysandbox; print(pysandbox.eval_in_sandbox('print(1+1)').stdout)\n"
+            f"print({bundle})",
+        ],
         env=env,
         capture_output=True,
         text=True,
         check=True,
     )
-    assert smoke.stdout == "2\n"
+    assert smoke.stdout == "2\n<b>2</b>\n"
     selftest = subprocess.run(
         [str(tmp_path / "venv" / "bin" / "pysandbox"), "selftest"],
         env=env,

@@ -50,3 +50,11 @@ def many() -> None:
 async def later() -> None:
     reveal_type(await run_async(["/bin/true"]))  # R: pysandbox.Result
     reveal_type(await pysandbox.run_python_async("pass"))  # R: pysandbox.Result
+
+
+def rich() -> None:
+    bundle = pysandbox.Bundle({"text/plain": "x"}, max_bytes=1 << 20)
+    reveal_type(bundle)  # R: pysandbox.Bundle
+    reveal_type(bundle["text/plain"])  # R: bytes | str
+    reveal_type(bundle.dropped)  # R: tuple[str, ...]
+    reveal_type(bundle.to_json())  # R: dict[str, Any]
