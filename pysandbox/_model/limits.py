@@ -73,6 +73,9 @@ _INT_FIELDS = (
     "disk",
     "files_out",
     "files_out_count",
+    "displays",
+    "displays_count",
+    "values",
 )
 
 
@@ -171,6 +174,17 @@ class Limits:
     #: files the default ``disk`` holds (64 MiB in 4 KiB pages), so a build directory
     #: that fits the default disk comes back whole.
     files_out_count: int = 16384
+    #: Bytes of rich outputs returned in ``CellResult.displays`` (figures, tables,
+    #: ``display()``), each display whole or not at all; one past it is left out and
+    #: ``displays_truncated`` is set.  The sandbox holds one display of up to this many
+    #: bytes in memory as it passes it on.
+    displays: int = 16 * 2**20
+    #: Displays returned per call; the ones past it are left out, and
+    #: ``displays_truncated`` is set.
+    displays_count: int = 256
+    #: Bytes of a session's variables passed in one ``Session.push`` or back in one
+    #: ``Session.pull``, as the value codec encodes them (JSON, arrays in base64).
+    values: int = 16 * 2**20
 
     def __post_init__(self) -> None:
         """Check every field; store times as float and counts as plain int."""

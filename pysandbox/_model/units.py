@@ -165,6 +165,9 @@ LIMIT_OPTIONS = (
     LimitOption(
         "--files-out-count", "files_out_count", parse_count(1), "N", "output files returned"
     ),
+    _size("--displays", "displays", "bytes of rich outputs returned (sessions)"),
+    LimitOption("--displays-count", "displays_count", parse_count(1), "N", "rich outputs returned"),
+    _size("--values", "values", "bytes of variables passed in or out (sessions)"),
     LimitOption(
         "--processes", "processes", parse_count(MIN_PROCESSES), "N", "processes and threads"
     ),
