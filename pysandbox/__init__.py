@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ._model.result import ProcessOutput, Result, SandboxFailure
     from ._model.rich import Bundle
     from ._model.schema import FileDict, OutcomeErrorDict, OutcomeResultDict, ResultDict
-    from ._model.session_result import CellError, CellResult
+    from ._model.session_result import CellError, CellResult, OutputEvent
     from ._model.status import Status
     from ._model.template import Template
     from ._runner.job import Job
@@ -50,6 +50,7 @@ __all__ = [
     "Outcome",
     "OutcomeErrorDict",
     "OutcomeResultDict",
+    "OutputEvent",
     "ProcessOutput",
     "Result",
     "ResultDict",
@@ -88,6 +89,7 @@ _LAZY = {
     "Outcome": "._runner.outcome",
     "OutcomeErrorDict": "._model.schema",
     "OutcomeResultDict": "._model.schema",
+    "OutputEvent": "._model.session_result",
     "ProcessOutput": "._model.result",
     "Result": "._model.result",
     "ResultDict": "._model.schema",

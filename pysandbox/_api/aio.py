@@ -21,13 +21,15 @@ from .run import OnOutput, Stdin, check_file_filter, check_output_callback, run,
 __all__ = ["in_thread", "on_loop", "run_async", "run_python_async"]
 
 _T = TypeVar("_T")
+#: What an output callback is shown: a chunk of bytes, or a session's ``OutputEvent``.
+_C = TypeVar("_C")
 
 #: Seconds between two looks at the cancel event and the loop while the run's thread
 #: waits for an output callback on the loop: the C core's tick.
 CALLBACK_WAIT_SLICE = 0.05
 
 
-async def _show(callback: Callable[[bytes], object], chunk: bytes) -> None:
+async def _show(callback: Callable[[_C], object], chunk: _C) -> None:
     """Call ``callback(chunk)`` and await what it returns if that is awaitable."""
     shown = callback(chunk)
     if inspect.isawaitable(shown):
@@ -35,11 +37,11 @@ async def _show(callback: Callable[[bytes], object], chunk: bytes) -> None:
 
 
 def on_loop(
-    callback: OnOutput,
+    callback: Callable[[_C], object] | None,
     name: str,
     loop: asyncio.AbstractEventLoop,
     cancel: CancelEvent,
-) -> OnOutput:
+) -> Callable[[_C], None] | None:
     """``callback`` as the run's thread calls it: each chunk is handed to the event loop
     and the thread waits until the callback (and what it returned, if awaitable) is done,
     so chunks arrive in order, a slow callback slows the reading (never the loop), and an
@@ -56,7 +58,7 @@ def on_loop(
         "callback was pending; the sandbox was killed"
     )
 
-    def show_on_loop(chunk: bytes) -> None:
+    def show_on_loop(chunk: _C) -> None:
         showing = _show(shown_by, chunk)
         try:
             pending = asyncio.run_coroutine_threadsafe(showing, loop)

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from .._launch.launcher import launch
 from .._launch.plan import Facts, Plan
 from .._launch.readable import check_readable
-from .._model.cancel import CancelEvent, Cancelled
+from .._model.cancel import CancelEvent
 from .._model.errors import SandboxError
 from .._model.file import File
 from .._model.filestream import check_fits_tmpfs, encode_files
@@ -41,11 +41,13 @@ from .session_channel import (
     ChannelTimeout,
     FilesRefused,
     ProtocolError,
+    Values,
     fatal_reason,
 )
 from .session_idle import IdleWatch
 from .session_plan import CHANNELS, session_plan
-from .session_reply import CallbackRaised, Reply
+from .session_reply import OnEvent, Reply
+from .session_values import pull_values, push_values
 
 __all__ = [
     "DEFAULT_CPU_BUDGET",
@@ -66,8 +68,6 @@ DEFAULT_IDLE_TIMEOUT = 600.0
 DEFAULT_CPU_BUDGET = 600.0
 #: Seconds a new session may take to start its keeper.
 START_TIMEOUT = 30.0
-#: Seconds between two looks at a call's cancel event.
-_CANCEL_TICK = 0.05
 
 
 class Session:
@@ -229,6 +229,7 @@ class Session:
         cancel: CancelEvent | None = None,
         on_stdout: OnOutput = None,
         on_stderr: OnOutput = None,
+        on_event: OnEvent = None,
     ) -> CellResult:
         """Run ``code`` in the session as a notebook cell runs, and say what it did.
 
@@ -249,15 +250,20 @@ class Session:
             order, joining to ``CellResult.stdout``), in this thread; if it raises, the
             call is interrupted and rolled back, then the exception propagates.
         :param on_stderr: the same for stderr.
+        :param on_event: shown each ``OutputEvent`` as it comes: the chunks of stdout and
+            stderr and the displays (``CellResult.displays``), in the order the code
+            made them; if it raises, as ``on_stdout``.
         :raises KeyboardInterrupt: Ctrl-C while the call ran; the call was rolled back
             first and the session goes on.
         """
         limits, inputs = call_order(
             self.limits, code, wall_time, cpu_time, stdout, stderr, truncate_output, files
         )
-        check_output_callback(on_stdout, "on_stdout")
-        check_output_callback(on_stderr, "on_stderr")
-        return self._locked_call(code, limits, inputs, cancel, (on_stdout, on_stderr))
+        for callback, name in ((on_stdout, "on_stdout"), (on_stderr, "on_stderr")):
+            check_output_callback(callback, name)
+        check_output_callback(on_event, "on_event")
+        reply = Reply(limits, on_stdout, on_stderr, on_event)
+        return self._locked_call(code, inputs, cancel, reply, Values())
 
     async def run_async(
         self,
@@ -271,6 +277,7 @@ class Session:
         files: Mapping[str, bytes | File] | None = None,
         on_stdout: OnOutput = None,
         on_stderr: OnOutput = None,
+        on_event: OnEvent = None,
     ) -> CellResult:
         """``run`` for asyncio, in a thread of its own.  Cancelling the awaiting task
         interrupts the call: it is rolled back, and the cancellation propagates once it
@@ -285,8 +292,9 @@ class Session:
             "files": files,
         }
         call_order(self.limits, code, wall_time, cpu_time, stdout, stderr, truncate_output, files)
-        check_output_callback(on_stdout, "on_stdout")
-        check_output_callback(on_stderr, "on_stderr")
+        for callback, name in ((on_stdout, "on_stdout"), (on_stderr, "on_stderr")):
+            check_output_callback(callback, name)
+        check_output_callback(on_event, "on_event")
         import asyncio  # only for callers that await
 
         from .aio import in_thread, on_loop
@@ -298,6 +306,7 @@ class Session:
                 cancel=cancel,
                 on_stdout=on_loop(on_stdout, "on_stdout", loop, cancel),
                 on_stderr=on_loop(on_stderr, "on_stderr", loop, cancel),
+                on_event=on_loop(on_event, "on_event", loop, cancel),
                 **options,  # type: ignore[arg-type]
             )
         )
@@ -308,13 +317,35 @@ class Session:
         if self._idle is not None:
             self._idle.end()
 
+    def push(self, values: Mapping[str, object] | None = None, /, **named: object) -> None:
+        """Set the session's variables ``values`` and ``named`` to copies, passed in the
+        value codec's format, never pickled: None, bool, int, float, complex, str, bytes,
+        bytearray, list, tuple, dict, set, numpy arrays and scalars, pandas frames.
+
+        :raises TypeError, ValueError: a name that is no identifier, or a value the codec
+            cannot pass (the message says where) or over ``limits.values``; before
+            anything runs.
+        :raises SandboxError: the session has ended, or could not set them (numpy
+            missing in the sandbox, its memory ran out)."""
+        push_values(self, {**(values or {}), **named})
+
+    def pull(self, *names: str) -> dict[str, object]:
+        """Copies of the session's variables ``names``, rebuilt from the value codec's
+        format with its checks and bounds (never unpickled).
+
+        :raises TypeError, ValueError: a name that is no identifier (before anything
+            runs); a value the codec cannot pass, or over ``limits.values``.
+        :raises NameError: a name the session has not defined.
+        :raises SandboxError: the session has ended, or what came back was malformed."""
+        return pull_values(self, names)
+
     def _locked_call(
         self,
         code: str,
-        limits: Limits,
         inputs: list[tuple[str, int, bytes]],
         cancel: CancelEvent | None,
-        shown: tuple[OnOutput, OnOutput],
+        reply: Reply,
+        values: Values,
     ) -> CellResult:
         """One call at a time, on a live session, counted as not idle."""
         with self._lock:
@@ -323,18 +354,19 @@ class Session:
             assert self._idle is not None
             self._idle.begin()
             try:
-                return self._call(code, limits, inputs, cancel, shown)
+                return self._call(code, inputs, cancel, reply, values)
             finally:
                 self._idle.end()
 
     def _call(
         self,
         code: str,
-        limits: Limits,
         inputs: list[tuple[str, int, bytes]],
         cancel: CancelEvent | None,
-        shown: tuple[OnOutput, OnOutput],
+        reply: Reply,
+        values: Values,
     ) -> CellResult:
+        limits = reply.limits
         order = {
             "wall": limits.wall_time,
             "cpu": limits.cpu_time,
@@ -343,13 +375,15 @@ class Session:
             "truncate": limits.truncate_output,
             "files_max": limits.files_out,
             "files_count": limits.files_out_count,
+            "displays_max": limits.displays,
+            "displays_count": limits.displays_count,
+            "values_max": limits.values,
         }
         started = time.monotonic()
         deadline = started + limits.wall_time + GRACE
-        reply = Reply(limits, *shown)
         try:
-            self._start(code, order, inputs, deadline)
-            stopped_by = self._collect(reply, deadline, cancel)
+            self._start(code, order, inputs, deadline, values)
+            reply.collect(self._channel, deadline, cancel, GRACE)
             # Inside the try: a DONE whose fields are unfit (a value that is no str, an
             # error that is no dict...) is a broken protocol too, and must lose the
             # session rather than raise ProtocolError at the caller.
@@ -358,8 +392,8 @@ class Session:
             return self._lose(str(exc), reply, started)
         if result.lost:
             return self._lose(result.reason, reply, started)
-        if stopped_by is not None:
-            raise stopped_by
+        if reply.stopped_by is not None:
+            raise reply.stopped_by
         return result
 
     def _start(
@@ -368,13 +402,14 @@ class Session:
         order: Mapping[str, object],
         inputs: list[tuple[str, int, bytes]],
         deadline: float,
+        values: Values,
     ) -> None:
         """Send a call (``Channel.start_call``).  Anything that stops it half-sent
         (Ctrl-C as megabytes of files are written) ends the session: what the sandbox
         has of the call could be taken for a later one's."""
         self._cells += 1
         try:
-            self._channel.start_call(code, self._cells, order, inputs, deadline)
+            self._channel.start_call(code, self._cells, order, inputs, deadline, values)
         except FilesRefused as refused:
             raise SandboxError(f"the call's files could not be written: {refused}") from None
         except ProtocolError:
@@ -382,40 +417,6 @@ class Session:
         except BaseException:
             self._end("a call was stopped as it was sent")
             raise
-
-    def _collect(
-        self, reply: Reply, deadline: float, cancel: CancelEvent | None
-    ) -> BaseException | None:
-        """Read the keeper's frames into ``reply`` until its ``DONE``.  Ctrl-C or
-        ``cancel`` interrupts the call (the keeper rolls it back and answers): the
-        exception to raise once it has is returned.  ``ProtocolError`` past
-        ``deadline``."""
-        stopped_by: BaseException | None = None
-        while reply.done is None:
-            if stopped_by is None and cancel is not None and cancel.is_set():
-                stopped_by = Cancelled("the call was cancelled; it was rolled back")
-                self._channel.interrupt()
-                deadline = min(deadline, time.monotonic() + GRACE)
-            watching = cancel is not None and stopped_by is None
-            step = min(deadline, time.monotonic() + _CANCEL_TICK) if watching else deadline
-            try:
-                kind, payload = self._channel.receive(step, reply.bounds())
-            except ChannelTimeout:
-                if time.monotonic() >= deadline:
-                    raise
-                continue
-            except KeyboardInterrupt as interrupt:
-                stopped_by = stopped_by or interrupt
-                self._channel.interrupt()
-                deadline = min(deadline, time.monotonic() + GRACE)
-                continue
-            try:
-                reply.take(kind, payload)
-            except CallbackRaised as raised:
-                stopped_by = stopped_by or raised.error
-                self._channel.interrupt()
-                deadline = min(deadline, time.monotonic() + GRACE)
-        return stopped_by
 
     def _lose(self, why: str, reply: Reply, started: float) -> CellResult:
         """End the session and say so as the call's result."""

@@ -10,7 +10,7 @@ waits for a frame past its deadline and never keeps more than the caps of one ca
 
 Frames: one byte of kind, four of length (big-endian), the payload; the kinds are the
 keeper's (``CALL``, ``INTERRUPT`` and ``UPLOAD`` from the host; ``READY``, ``STDOUT``,
-``STDERR``, ``FILE``, ``DONE``, ``FATAL`` and ``WRITTEN`` to it).  A call's code goes
+``STDERR``, ``DISPLAY``, ``FILE``, ``DONE``, ``FATAL`` and ``WRITTEN`` to it).  A call's code goes
 on a pipe of its own, the call pipe, straight to the session's state process.
 """
 
@@ -26,10 +26,12 @@ import threading
 import time
 from collections.abc import Mapping
 
+from .._model.record import record
 from .._model.untrusted import UntrustedInputError, loads
 
 __all__ = [
     "CALL",
+    "DISPLAY",
     "DONE",
     "FATAL",
     "FILE",
@@ -38,12 +40,14 @@ __all__ = [
     "STDERR",
     "STDOUT",
     "UPLOAD",
+    "VALUES",
     "VALUE_CAP",
     "WRITTEN",
     "Channel",
     "ChannelTimeout",
     "FilesRefused",
     "ProtocolError",
+    "Values",
     "code_request",
     "control",
     "fatal_reason",
@@ -55,12 +59,22 @@ __all__ = [
 HEADER = struct.Struct(">BI")
 CALL, INTERRUPT, UPLOAD = ord("C"), ord("I"), ord("U")
 READY, STDOUT, STDERR, FILE, DONE, FATAL, WRITTEN = (ord(c) for c in "ROEFDXW")
+DISPLAY, VALUES = ord("P"), ord("V")
 #: The keeper's output chunks are at most 64 KiB; control messages are small.
 CHUNK_MAX = 65536
 CONTROL_MAX = 1 << 20
 #: Characters of a value's ``repr``, of an exception's message and of its traceback kept.
 VALUE_CAP = 64 * 1024
 _U32 = struct.Struct(">I")
+
+
+@record
+class Values:
+    """A call's variables: the ones to set before its code runs (the value codec's JSON
+    of a ``{name: value}`` dict, or None), and the names of the ones to send back."""
+
+    push: bytes | None = None
+    pull: tuple[str, ...] = ()
 
 
 class ProtocolError(Exception):
@@ -85,11 +99,23 @@ def limits_request(order: Mapping[str, object]) -> bytes:
     return _frame(CALL, json.dumps(order).encode("utf-8"))
 
 
-def code_request(code: str, cell: int, value_max: int) -> bytes:
+def code_request(code: str, cell: int, order: Mapping[str, object], values: Values) -> bytes:
     """The call pipe's ``CALL`` frame: the code of the session's call number ``cell``,
-    and how long the ``repr`` of its value may be."""
-    order = {"code": code, "cell": cell, "value_max": value_max}
-    return _frame(CALL, json.dumps(order).encode("utf-8"))
+    how long the ``repr`` of its value and one display may be (from the keeper's
+    ``order``), and the variables to set before it runs (the value codec's JSON, put in
+    as it is) and to send back after."""
+    request = {
+        "code": code,
+        "cell": cell,
+        "value_max": VALUE_CAP,
+        "show_max": order["displays_max"],
+        "values_max": order["values_max"],
+        "pull": list(values.pull),
+    }
+    text = json.dumps(request).encode("utf-8")
+    if values.push is not None:
+        text = b"".join([text[:-1], b', "push": ', values.push, b"}"])
+    return _frame(CALL, text)
 
 
 def upload_request(files: list[tuple[str, int, bytes]]) -> bytes:
@@ -136,6 +162,7 @@ class Channel:
         order: Mapping[str, object],
         inputs: list[tuple[str, int, bytes]],
         deadline: float,
+        values: Values,
     ) -> None:
         """Send the session's call number ``cell``: its input files to the keeper,
         which writes them before the call starts (``FilesRefused`` when it cannot,
@@ -150,7 +177,7 @@ class Channel:
                 error = control(payload).get("error")
                 if error is not None:
                     raise FilesRefused(str(error)[:400])
-            frame = code_request(code, cell, VALUE_CAP)
+            frame = code_request(code, cell, order, values)
             _write(self.call_fd, frame, deadline, "the session's state")
             _write(self.request_fd, limits_request(order), deadline, "the keeper")
 

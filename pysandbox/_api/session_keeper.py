@@ -38,6 +38,7 @@ nothing of the package is importable there: its parts cannot be modules of their
 from __future__ import annotations
 
 import ast
+import builtins
 import contextlib
 import fnmatch
 import json
@@ -49,7 +50,7 @@ import struct
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple, NoReturn
 
 HEADER = struct.Struct(">BI")
@@ -67,6 +68,14 @@ CALL, INTERRUPT, UPLOAD = ord("C"), ord("I"), ord("U")
 #: Keeper to host: ready; a chunk of stdout, of stderr; an output file; a call's end;
 #: the session's end; the input files are written.
 READY, STDOUT, STDERR, FILE, DONE, FATAL, WRITTEN = (ord(c) for c in "ROEFDXW")
+#: Keeper to host, and the call process to the keeper on the display pipe: a display (a
+#: MIME bundle: ``>I`` length of a JSON header ``{"parts": [[mime, size], ...],
+#: "value": bool}``, then the parts' bytes).  An empty one stands for a display the call
+#: process left out (over the call's cap).
+DISPLAY = ord("P")
+#: The same ways: the variables a call was asked for (``{"values": TREE}``, the tree of
+#: the value codec, or ``{"error": TEXT, "kind": "missing" | "type" | "value"}``).
+VALUES = ord("V")
 #: State and call processes to keeper: started; the code ended; it ran out of memory;
 #: the call process ended (told by its parent, the state process).
 STARTED, FINISHED, OUT_OF_MEMORY, ENDED = (ord(c) for c in "sfme")
@@ -74,6 +83,41 @@ STARTED, FINISHED, OUT_OF_MEMORY, ENDED = (ord(c) for c in "sfme")
 #: state to keeper: done.
 REAP, REAPED = ord("p"), ord("r")
 CHUNK = 65536
+#: Seconds a display waits for the keeper to have read the output written before it (so
+#: that it comes between them, in order) and itself.
+ORDER_WAIT = 1.0
+#: The rich representations a display carries, in the order a notebook prefers them.
+RICH = (
+    ("image/png", "_repr_png_"),
+    ("image/jpeg", "_repr_jpeg_"),
+    ("image/svg+xml", "_repr_svg_"),
+    ("text/html", "_repr_html_"),
+    ("text/markdown", "_repr_markdown_"),
+    ("text/latex", "_repr_latex_"),
+    ("application/json", "_repr_json_"),
+)
+RICH_METHODS = ("_repr_mimebundle_", *(method for _, method in RICH))
+#: Bytes of a frame of variables beyond the codec's: its wrapping.
+VALUES_ROOM = 64
+#: Characters of the reason why variables could not be sent.
+VALUE_ERROR_MAX = 4096
+#: Characters of ``text/plain`` a display carries.
+PLAIN_MAX = 64 * 1024
+#: The matplotlib backend of the session (``module://_pysandbox_inline``): figures are
+#: drawn by Agg, and ``plt.show()`` shows each open figure as a display and closes it,
+#: as a notebook's inline backend does.  ``_show_figure`` is put in by the loader.
+INLINE_BACKEND = """
+from matplotlib.backends.backend_agg import FigureCanvasAgg as FigureCanvas
+from matplotlib.backend_bases import FigureManagerBase as FigureManager
+from matplotlib import _pylab_helpers
+
+
+def show(*args, **kwargs):
+    for manager in _pylab_helpers.Gcf.get_all_fig_managers():
+        _show_figure(manager.canvas.figure)
+    _pylab_helpers.Gcf.destroy_all()
+"""
+INLINE = "_pysandbox_inline"
 
 
 def write_frame(fd: int, kind: int, payload: bytes) -> None:
@@ -122,11 +166,14 @@ PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
 class State:
     """The session's interpreter state: the state and call processes' side."""
 
-    def __init__(self, call_fd: int, control_fd: int, result_fd: int) -> None:
+    def __init__(self, call_fd: int, control_fd: int, result_fd: int, show_fd: int) -> None:
         self.call_fd = call_fd
         self.control_fd = control_fd
         self.result_fd = result_fd
         self.keeper = os.getppid()
+        self.shows = Shows(show_fd)
+        builtins.display = self.shows.display  # type: ignore[attr-defined]
+        sys.meta_path.insert(0, BackendChooser(self.shows))
         main = type(sys)("__main__")
         sys.modules["__main__"] = main
         self.namespace = main.__dict__
@@ -229,30 +276,27 @@ class State:
             request = self.next_request()
         if replaced:
             wait_gone(replaced)
+        self.shows.cap = request["show_max"]
         name = f"<cell-{request['cell']}>"
         code = request["code"]
         linecache.cache[name] = (len(code), None, code.splitlines(True), name)
         value, error = None, None
         me = os.getpid()
         try:
+            if request.get("push") is not None:
+                self.namespace.update(codec().decode_tree(request["push"]))
             value = self.execute(code, name, self.namespace)
         except MemoryError:
-            self.flush()
-            write_frame(self.result_fd, OUT_OF_MEMORY, b"{}")
-            os._exit(1)
+            self.out_of_memory()
         except BaseException as exc:
             error = describe(exc, request["value_max"])
         shown = None
-        if value is not None:
-            self.namespace["_"] = value
-            try:
-                shown = repr(value)[: request["value_max"]]
-            except MemoryError:
-                self.flush()
-                write_frame(self.result_fd, OUT_OF_MEMORY, b"{}")
-                os._exit(1)
-            except BaseException as exc:
-                error = describe(exc, request["value_max"])
+        try:
+            shown = self.after_code(value, error is None, request)
+        except MemoryError:
+            self.out_of_memory()
+        except BaseException as exc:
+            error = describe(exc, request["value_max"])
         self.flush()
         if os.getpid() != me:
             # A child the code forked that ran on to the cell's end instead of exiting
@@ -260,6 +304,50 @@ class State:
             os._exit(0)
         done = {"pid": me, "value": shown, "error": error, "threaded": threaded}
         write_frame(self.result_fd, FINISHED, json.dumps(done).encode())
+
+    def out_of_memory(self) -> NoReturn:
+        """End the call process as one that ran out of memory: it is rolled back."""
+        self.flush()
+        write_frame(self.result_fd, OUT_OF_MEMORY, b"{}")
+        os._exit(1)
+
+    def after_code(self, value: object, ran: bool, request: dict[str, Any]) -> str | None:
+        """What a call does after its code: the final ``value`` kept as ``_`` and shown
+        (its ``repr``, returned, and a display if it is rich), the figures left open
+        shown, and, when the code ``ran`` without raising, the variables asked for sent."""
+        shown = None
+        if value is not None:
+            self.namespace["_"] = value
+            shown = repr(value)[: request["value_max"]]
+            self.show_value(value)
+        self.shows.open_figures()
+        if ran and request.get("pull"):
+            self.send_values(request["pull"], request["values_max"])
+        return shown
+
+    def show_value(self, value: object) -> None:
+        """A final value with a rich representation (a figure, a DataFrame's HTML) is
+        also shown, as a notebook's ``Out[]``: the display says it is the value's."""
+        if is_rich(value):
+            parts = self.shows.parts_of(value)
+            if any(mime != "text/plain" for mime, _ in parts):
+                self.shows.send(parts, value=True)
+
+    def send_values(self, names: list[str], cap: int) -> None:
+        """Send the variables ``names`` of the session, encoded by the value codec within
+        ``cap`` bytes, or why they cannot be."""
+        missing = [name for name in names if name not in self.namespace]
+        try:
+            if missing:
+                raise NameError(f"name {missing[0]!r} is not defined in the session")
+            wanted = {name: self.namespace[name] for name in names}
+            payload = b'{"values": ' + codec().encode(wanted, max_bytes=cap, name="pull") + b"}"
+        except MemoryError:
+            raise
+        except Exception as exc:
+            kind = {NameError: "missing", TypeError: "type"}.get(type(exc), "value")
+            payload = json.dumps({"error": str(exc)[:VALUE_ERROR_MAX], "kind": kind}).encode()
+        self.shows.send_frame(VALUES, payload)
 
     def warm_up(self) -> None:
         """In a spare, before its call comes (when it has come, the call does this in
@@ -308,6 +396,249 @@ class State:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(BaseException):
                 stream.flush()
+
+
+class Shows:
+    """The call process's displays: ``display()`` (a builtin of the session), a rich
+    final value, and figures, each sent to the keeper on the display pipe as a MIME
+    bundle, in order with the output written before and after it."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        #: Bytes one display may take: the call's cap (a larger one is left out).
+        self.cap = 0
+        self.lock: Any = None
+
+    def display(self, *objects: object, raw: bool = False, **_options: object) -> None:
+        """Show each of ``objects`` as a notebook would (``raw``: each is already a
+        ``{mime: data}`` bundle); the options of IPython's ``display`` are accepted."""
+        for shown in objects:
+            parts = self.raw_parts(shown) if raw else self.parts_of(shown)
+            if parts:
+                self.send(parts)
+
+    def parts_of(self, shown: object) -> list[tuple[str, bytes]]:
+        """The MIME bundle of ``shown``: its rich representations (a figure's PNG),
+        then its ``repr`` as ``text/plain``."""
+        parts: list[tuple[str, bytes]] = []
+        if is_figure(shown):
+            parts.append(("image/png", figure_png(shown)))
+        elif not isinstance(shown, type):
+            bundle = representation(shown, "_repr_mimebundle_")
+            if isinstance(bundle, tuple) and bundle:
+                bundle = bundle[0]
+            if isinstance(bundle, dict):
+                parts += self.raw_parts(bundle)
+            for mime, method in RICH:
+                if all(mime != have for have, _ in parts):
+                    data = as_bytes(mime, representation(shown, method))
+                    if data is not None:
+                        parts.append((mime, data))
+        if all(mime != "text/plain" for mime, _ in parts):
+            parts.append(("text/plain", plain(shown).encode("utf-8", "replace")))
+        return parts
+
+    @staticmethod
+    def raw_parts(bundle: object) -> list[tuple[str, bytes]]:
+        """The parts of a ``{mime: data}`` bundle whose data fits its type."""
+        parts = []
+        if isinstance(bundle, dict):
+            for mime, value in bundle.items():
+                data = as_bytes(mime, value) if isinstance(mime, str) else None
+                if data is not None:
+                    parts.append((mime, data))
+        return parts
+
+    def send(self, parts: list[tuple[str, bytes]], value: bool = False) -> None:
+        """Send one display after the output written before it has reached the keeper,
+        and wait until the keeper has it (so output written after it comes after it);
+        one over the call's cap goes as an empty frame (counted as left out)."""
+        header = json.dumps({"parts": [[m, len(d)] for m, d in parts], "value": value})
+        payload = b"".join(
+            [struct.pack(">I", len(header)), header.encode(), *(data for _, data in parts)]
+        )
+        if len(payload) > self.cap:
+            payload = b""
+        self.send_frame(DISPLAY, payload)
+
+    def send_frame(self, kind: int, payload: bytes) -> None:
+        """Send one frame on the display pipe, in order with the output (``send``)."""
+        if self.lock is None:
+            import threading
+
+            self.lock = threading.Lock()
+            os.register_at_fork(after_in_child=self.new_lock)
+        with self.lock:
+            State.flush()
+            read_by_keeper((1, 2))
+            write_frame(self.fd, kind, payload)
+            read_by_keeper((self.fd,))
+
+    def new_lock(self) -> None:
+        """In a child forked while a thread held the lock: a lock of its own."""
+        import threading
+
+        self.lock = threading.Lock()
+
+    def open_figures(self) -> None:
+        """Show the figures still open as a call ends, as a notebook does, when the
+        session's backend draws them."""
+        backend = sys.modules.get(INLINE)
+        if backend is not None:
+            with contextlib.suppress(Exception):
+                backend.show()
+
+
+def codec() -> Any:
+    """The value codec: ``_model/value_codec.py``, whose text ``session_plan`` joins to
+    this program's."""
+    return globals()["ValueCodec"]
+
+
+def representation(shown: object, method: str) -> object:
+    """What ``shown``'s ``method`` (a ``_repr_*_``) returns, or None (no such method,
+    or it raised); ``_repr_mimebundle_`` is asked as IPython asks it."""
+    try:
+        if method == "_repr_mimebundle_":
+            return getattr(shown, method)(include=None, exclude=None)
+        return getattr(shown, method)()
+    except Exception:
+        return None
+
+
+def as_bytes(mime: str, data: object) -> bytes | None:
+    """A representation's data as the bytes sent for ``mime``, or None when unfit:
+    images as bytes (or base64 text), JSON as its text, the rest as UTF-8 text."""
+    if isinstance(data, tuple) and data:
+        data = data[0]
+    try:
+        if mime in ("image/png", "image/jpeg"):
+            if isinstance(data, str):
+                import base64
+
+                return base64.b64decode(data, validate=False)
+            return bytes(data) if isinstance(data, (bytes, bytearray)) else None
+        if mime == "application/json" and not isinstance(data, (str, bytes, bytearray)):
+            return json.dumps(data, allow_nan=False).encode() if data is not None else None
+        if isinstance(data, (bytes, bytearray)):
+            return bytes(data)
+        return data.encode("utf-8", "replace") if isinstance(data, str) else None
+    except Exception:
+        return None
+
+
+def plain(shown: object) -> str:
+    """``shown``'s ``repr``, cut at ``PLAIN_MAX``, or a stand-in when it raises."""
+    try:
+        return repr(shown)[:PLAIN_MAX]
+    except Exception:
+        return f"<{type(shown).__name__} object>"
+
+
+def is_rich(shown: object) -> bool:
+    """Whether ``shown`` has a representation beyond its ``repr`` (looking it up runs
+    the code's ``__getattr__``, whose failure means no)."""
+    try:
+        if isinstance(shown, type):
+            return False
+        return is_figure(shown) or any(hasattr(shown, method) for method in RICH_METHODS)
+    except Exception:
+        return False
+
+
+def is_figure(shown: object) -> bool:
+    """Whether ``shown`` is a matplotlib figure (matplotlib itself not imported)."""
+    kind = type(shown)
+    return kind.__module__ == "matplotlib.figure" and kind.__name__ == "Figure"
+
+
+def figure_png(figure: Any) -> bytes:
+    """The figure drawn as a PNG, cropped as a notebook's inline backend does."""
+    import io
+
+    buffer = io.BytesIO()
+    figure.canvas.print_figure(buffer, format="png", bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def read_by_keeper(fds: tuple[int, ...]) -> None:
+    """Wait until the pipes ``fds`` are empty (the keeper read them), for at most
+    ``ORDER_WAIT``; a descriptor that is no pipe (the code moved it) is not waited for."""
+    import fcntl
+    import termios
+
+    deadline = time.monotonic() + ORDER_WAIT
+    count = bytearray(4)
+    for fd in fds:
+        while time.monotonic() < deadline:
+            try:
+                fcntl.ioctl(fd, termios.FIONREAD, count)
+            except OSError:
+                break
+            if not int.from_bytes(count, sys.byteorder):
+                break
+            time.sleep(0.0002)
+
+
+class BackendChooser:
+    """A finder on ``sys.meta_path`` of the session: matplotlib, once imported, draws
+    with the session's backend (unless ``MPLBACKEND`` names one), and ``INLINE`` is
+    that backend.  Nothing is set in the environment, which the code's own programs
+    would inherit without the backend."""
+
+    def __init__(self, shows: Shows) -> None:
+        import importlib.machinery  # here: importing it in find_spec would ask find_spec
+
+        self.shows = shows
+        self.spec = importlib.machinery.ModuleSpec
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name == INLINE:
+            return self.spec(name, InlineLoader(self.shows))  # type: ignore[arg-type]
+        if name != "matplotlib":
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None) if finder is not self else None
+            spec = find(name, path, target) if find is not None else None
+            if spec is not None and spec.loader is not None:
+                spec.loader = ChoosingLoader(spec.loader)
+                return spec
+        return None
+
+
+class ChoosingLoader:
+    """matplotlib's own loader, which then chooses the session's backend."""
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+
+    def create_module(self, spec: Any) -> Any:
+        return self.loader.create_module(spec)
+
+    def __getattr__(self, name: str) -> Any:
+        """The rest of the loader (resources, source) is matplotlib's own."""
+        return getattr(self.loader, name)
+
+    def exec_module(self, module: Any) -> None:
+        self.loader.exec_module(module)
+        if not os.environ.get("MPLBACKEND"):
+            with contextlib.suppress(Exception):
+                module.rcParams["backend"] = f"module://{INLINE}"
+
+
+class InlineLoader:
+    """The loader of ``INLINE``: the backend's text, with the session's way to show a
+    figure put in."""
+
+    def __init__(self, shows: Shows) -> None:
+        self.shows = shows
+
+    def create_module(self, spec: Any) -> None:
+        return None
+
+    def exec_module(self, module: Any) -> None:
+        module._show_figure = self.shows.display
+        exec(compile(INLINE_BACKEND, f"<{INLINE}>", "exec"), module.__dict__)
 
 
 def stop(pid: int) -> None:
@@ -389,6 +720,7 @@ class Keeper:
         self.err_read, err_write = os.pipe()
         control_read, self.control_write = os.pipe()
         self.result_read, result_write = os.pipe()
+        self.show_read, show_write = os.pipe()
         prctl = libc_prctl()
         if prctl is None or prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
             self.fatal("the keeper cannot become a subreaper")
@@ -403,7 +735,7 @@ class Keeper:
         self.replaced = 0
         self.state = os.fork()
         if self.state == 0:
-            for fd in (request_fd, reply_fd, self.out_read, self.err_read):
+            for fd in (request_fd, reply_fd, self.out_read, self.err_read, self.show_read):
                 os.close(fd)
             os.close(self.control_write)
             os.close(self.result_read)
@@ -413,11 +745,11 @@ class Keeper:
             os.close(err_write)
             os.close(0)
             os.open("/dev/null", os.O_RDONLY)
-            State(call_fd, control_read, result_write).serve()
+            State(call_fd, control_read, result_write, show_write).serve()
         prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-        for fd in (out_write, err_write, control_read, result_write):
+        for fd in (out_write, err_write, control_read, result_write, show_write):
             os.close(fd)
-        for fd in (self.out_read, self.err_read):
+        for fd in (self.out_read, self.err_read, self.show_read):
             os.set_blocking(fd, False)
         self.results = b""
         kind, _ = self.next_result(None)
@@ -538,6 +870,12 @@ class Call:
         self.reaped_cpu = 0.0
         self.killed_for: str | None = None
         self.deadline = 0.0
+        self.displays = Displays(
+            keeper.reply_fd,
+            request["displays_max"],
+            request["displays_count"],
+            request["values_max"] + VALUES_ROOM,
+        )
 
     def run(self) -> None:
         """Watch the call (its code came to the state on the call pipe) until it ends,
@@ -552,7 +890,8 @@ class Call:
             timeout = TICK
             if self.killed_for is None:
                 timeout = min(timeout, max(0.0, deadline - now))
-            readable = [keeper.result_read, keeper.out_read, keeper.err_read, keeper.request_fd]
+            readable = [keeper.result_read, keeper.out_read, keeper.err_read, keeper.show_read]
+            readable.append(keeper.request_fd)
             if keeper.results:
                 readable = [keeper.result_read]
                 timeout = 0.0
@@ -751,17 +1090,13 @@ class Call:
         for fd, kind in ((keeper.out_read, STDOUT), (keeper.err_read, STDERR)):
             if fd in ready:
                 self.forward(fd, kind)
+        if keeper.show_read in ready:
+            self.displays.take(keeper.show_read)
 
     def forward(self, fd: int, kind: int, into: list[bytes] | None = None) -> None:
         """Everything now in the stream ``fd`` to the host, within the call's cap: sent
         at once, or added to ``into`` as frames."""
-        while True:
-            try:
-                data = os.read(fd, CHUNK)
-            except BlockingIOError:
-                return
-            if not data:
-                return
+        for data in chunks_now(fd):
             room = self.caps[kind] - self.written[kind]
             if len(data) > room:
                 data = data[: max(0, room)]
@@ -782,6 +1117,8 @@ class Call:
         frames: list[bytes] = []
         for fd, kind in ((keeper.out_read, STDOUT), (keeper.err_read, STDERR)):
             self.forward(fd, kind, frames)
+        self.displays.take(keeper.show_read, frames)
+        self.displays.drain(keeper.show_read)
         files, files_truncated, keeper.files_seen = changed_files(
             keeper.files_seen,
             self.request["files_max"],
@@ -796,6 +1133,7 @@ class Call:
             stdout_truncated=self.truncated[STDOUT],
             stderr_truncated=self.truncated[STDERR],
             files_truncated=files_truncated,
+            displays_truncated=self.displays.truncated,
         )
         done = json.dumps(outcome).encode()
         frames.append(HEADER.pack(DONE, len(done)) + done)
@@ -803,6 +1141,90 @@ class Call:
             frames = [b"".join(frames)]
         for frame in frames:
             write_all(keeper.reply_fd, frame)
+
+
+class Displays:
+    """The keeper's side of a call's displays: frames read off the display pipe (the
+    code can write anything there), each sent to the host whole once it has come, within
+    the call's caps; one past them is skipped as it comes, never held, and counted as
+    left out.  After a frame of another kind, the rest of the call's is skipped."""
+
+    def __init__(self, reply_fd: int, max_bytes: int, max_count: int, values_max: int) -> None:
+        self.reply_fd = reply_fd
+        self.room = max_bytes
+        self.count = max_count
+        #: Bytes of the one frame of variables a call may send.
+        self.values_room = values_max
+        self.buffer = bytearray()
+        self.skip = 0
+        self.broken = False
+        self.truncated = False
+
+    def take(self, fd: int, into: list[bytes] | None = None) -> None:
+        """Read what ``fd`` holds now and send (or add to ``into``) each whole frame."""
+        for data in chunks_now(fd):
+            self.buffer += data
+            self.frames(into)
+
+    def frames(self, into: list[bytes] | None) -> None:
+        buffer = self.buffer
+        while True:
+            if self.skip or self.broken:
+                cut = len(buffer) if self.broken else min(self.skip, len(buffer))
+                del buffer[:cut]
+                self.skip -= 0 if self.broken else cut
+                if self.skip or self.broken:
+                    return
+            if len(buffer) < HEADER.size:
+                return
+            kind, length = HEADER.unpack_from(buffer)
+            if not self.fits(kind, length):
+                self.truncated = self.truncated or kind == DISPLAY
+                self.broken = kind not in (DISPLAY, VALUES)
+                del buffer[: HEADER.size]
+                self.skip = length
+                continue
+            if len(buffer) < HEADER.size + length:
+                return
+            frame = bytes(buffer[: HEADER.size + length])
+            del buffer[: HEADER.size + length]
+            if kind == VALUES:
+                self.values_room = -1
+            else:
+                self.room -= length
+                self.count -= 1
+            if into is not None:
+                into.append(frame)
+            else:
+                write_all(self.reply_fd, frame)
+
+    def fits(self, kind: int, length: int) -> bool:
+        """Whether a frame of ``kind`` and ``length`` is within the call's caps: a
+        display of some bytes, and one frame of variables."""
+        if kind == VALUES:
+            return 0 <= length <= self.values_room
+        return kind == DISPLAY and 0 < length <= self.room and self.count > 0
+
+    def drain(self, fd: int) -> None:
+        """Discard what is left: a frame cut short by the call's end, and anything a
+        process of the call wrote after it (they are all gone by now)."""
+        if self.buffer or self.skip:
+            self.truncated = True
+        self.buffer.clear()
+        for _ in chunks_now(fd):
+            pass
+
+
+def chunks_now(fd: int) -> Iterator[bytes]:
+    """The chunks the non-blocking ``fd`` holds now, until it is empty or ends."""
+    while True:
+        try:
+            data = os.read(fd, CHUNK)
+        except BlockingIOError:
+            return
+        if not data:
+            return
+        yield data
 
 
 def peak_rss(pid: int) -> int:

@@ -1,33 +1,67 @@
 # SPDX-License-Identifier: MIT
-"""What the keeper says about one call, checked as it arrives and turned into a
-``CellResult``: each frame within the call's caps, each field of its ``DONE`` of the
-right type and size; anything else is a ``ProtocolError``, which loses the session."""
+"""What the keeper says about one call, read and checked as it arrives and turned into
+a ``CellResult``: each frame within the call's caps, each field of its ``DONE`` of the
+right type and size; anything else is a ``ProtocolError``, which loses the session.  A
+display's content is the code's own making: one that is malformed or unfit is dropped
+(``_model.rich`` checks and sanitizes what is kept), never a protocol error."""
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
+from typing import Optional, TypeVar
 
+from .._model.cancel import CancelEvent, Cancelled
 from .._model.filestream import name_problem
 from .._model.limits import Limits
-from .._model.session_result import COMMITTED, LOST, ROLLED_BACK, CellError, CellResult
+from .._model.rich import Bundle, checked_bundle
+from .._model.session_result import (
+    COMMITTED,
+    LOST,
+    ROLLED_BACK,
+    CellError,
+    CellResult,
+    OutputEvent,
+)
 from .._model.status import Status
+from .._model.untrusted import UntrustedInputError, loads
+from .._model.value_codec import ValueCodec, ValueCodecError
 from .session_channel import (
     CHUNK_MAX,
     CONTROL_MAX,
+    DISPLAY,
     DONE,
     FATAL,
     FILE,
     STDERR,
     STDOUT,
     VALUE_CAP,
+    VALUES,
+    Channel,
+    ChannelTimeout,
     ProtocolError,
     control,
     fatal_reason,
     finite,
 )
 
-__all__ = ["VALUE_CAP", "CallbackRaised", "Reply"]
+__all__ = ["VALUE_CAP", "CallbackRaised", "OnEvent", "Reply", "display_parts"]
+
+#: An ``on_event`` callback: shown each ``OutputEvent`` of a call, in order.
+OnEvent = Optional[Callable[[OutputEvent], object]]
+#: MIME parts one display may carry, and characters of a MIME type.
+PARTS_MAX = 16
+MIME_MAX = 100
+#: Bytes of a frame of variables beyond the codec's (the keeper's ``VALUES_ROOM``).
+VALUES_ROOM = 64
+#: Characters of the reason why variables did not come back.
+VALUE_ERROR_MAX = 4096
+#: Why variables did not come back, as the keeper says it: a name not defined, a value
+#: of a type the codec cannot pass, one too large or too deep.
+PULL_ERRORS = ("missing", "type", "value")
+#: Seconds between two looks at a call's cancel event.
+CANCEL_TICK = 0.05
 
 
 class CallbackRaised(Exception):
@@ -38,6 +72,9 @@ class CallbackRaised(Exception):
         super().__init__(repr(error))
         self.error = error
 
+
+#: What a callback is shown: a chunk of output, or an event.
+_Shown = TypeVar("_Shown")
 
 _STATUSES = {
     "ok": Status.OK,
@@ -68,16 +105,30 @@ class Reply:
         limits: Limits,
         on_stdout: Callable[[bytes], object] | None = None,
         on_stderr: Callable[[bytes], object] | None = None,
+        on_event: OnEvent = None,
     ) -> None:
         self.limits = limits
         #: Shown each chunk of output as it comes, until one of them raises.
         self.shown = {STDOUT: on_stdout, STDERR: on_stderr}
+        self.on_event = on_event
         self.stdout = bytearray()
         self.stderr = bytearray()
         self.files: dict[str, bytes] = {}
         self.files_bytes = 0
+        self.displays: list[Bundle] = []
+        #: Display frames taken (kept or dropped) and their bytes: the keeper's caps.
+        self.display_frames = 0
+        self.display_bytes = 0
+        self.value_displayed = False
+        #: The variables the call sent back (``Session.pull``), or why it could not:
+        #: ``(kind, reason)``, the kind one of ``PULL_ERRORS``'.
+        self.values: dict[str, object] | None = None
+        self.values_error: tuple[str, str] | None = None
         self.done: dict[str, object] | None = None
         self.fatal = ""
+        self.values_taken = False
+        #: What stopped the call early (``collect``), to raise once it is rolled back.
+        self.stopped_by: BaseException | None = None
 
     def bounds(self) -> dict[int, int]:
         """The kinds of frame the keeper may send now, and how long each may be."""
@@ -86,6 +137,8 @@ class Reply:
             STDOUT: CHUNK_MAX,
             STDERR: CHUNK_MAX,
             FILE: max(0, room) + 4 + 4096,
+            DISPLAY: max(0, self.limits.displays - self.display_bytes),
+            VALUES: 0 if self.values_taken else self.limits.values + VALUES_ROOM,
             DONE: CONTROL_MAX,
             FATAL: CONTROL_MAX,
         }
@@ -101,13 +154,14 @@ class Reply:
             if len(stream) + len(payload) > cap:
                 raise ProtocolError("the keeper sent more output than the call's cap")
             stream += payload
-            show = self.shown[kind]
-            if show is not None and payload:
-                try:
-                    show(payload)
-                except BaseException as error:  # the caller's: handed back whole
-                    self.shown = {STDOUT: None, STDERR: None}
-                    raise CallbackRaised(error) from None
+            if payload:
+                self._show(self.shown[kind], payload)
+                name = "stdout" if kind == STDOUT else "stderr"
+                self._show(self.on_event, OutputEvent(name, payload))
+        elif kind == DISPLAY:
+            self._take_display(payload)
+        elif kind == VALUES:
+            self._take_values(payload)
         elif kind == FILE:
             self._take_file(payload)
         elif kind == FATAL:
@@ -115,6 +169,91 @@ class Reply:
             self.done = {"outcome": LOST}
         else:
             self.done = control(payload)
+
+    def _show(self, callback: Callable[[_Shown], object] | None, shown: _Shown) -> None:
+        """Hand ``shown`` to the caller's ``callback``; once one raises, none is called
+        again, and the exception is handed back whole (``CallbackRaised``)."""
+        if callback is None:
+            return
+        try:
+            callback(shown)
+        except BaseException as error:
+            self.shown = {STDOUT: None, STDERR: None}
+            self.on_event = None
+            raise CallbackRaised(error) from None
+
+    def _take_display(self, payload: bytes) -> None:
+        """Keep one display, checked and sanitized, and show it as an event; one that
+        is malformed or has nothing fit is dropped."""
+        self.display_frames += 1
+        self.display_bytes += len(payload)
+        if self.display_frames > self.limits.displays_count:
+            raise ProtocolError("the keeper sent more displays than the call's cap")
+        parts = display_parts(payload)
+        if parts is None:
+            return
+        raw, is_value = parts
+        bundle = checked_bundle(raw, max_bytes=self.limits.displays)
+        if bundle is None:
+            return
+        self.displays.append(bundle)
+        self.value_displayed = self.value_displayed or is_value
+        self._show(self.on_event, OutputEvent("display", bundle))
+
+    def _take_values(self, payload: bytes) -> None:
+        """Keep the variables a call sent back, decoded (``value_codec``) from hostile
+        JSON with bounds; what is malformed is the reason they did not come back."""
+        self.values_taken = True
+        try:
+            message = loads(payload, max_bytes=None)
+            if not isinstance(message, dict):
+                raise ValueCodecError("not a JSON object")
+            if "error" in message:
+                kind, reason = message.get("kind"), message.get("error")
+                if kind not in PULL_ERRORS or not isinstance(reason, str):
+                    raise ValueCodecError("an error of no known kind")
+                self.values_error = (str(kind), reason[:VALUE_ERROR_MAX])
+                return
+            values = ValueCodec.decode_tree(message.get("values"))
+            if not isinstance(values, dict) or not all(isinstance(k, str) for k in values):
+                raise ValueCodecError("not a dict of names")
+            self.values = values
+        except (UntrustedInputError, UnicodeDecodeError, ValueError) as exc:
+            self.values_error = ("malformed", f"what came back was malformed: {exc}")
+
+    def collect(
+        self, channel: Channel, deadline: float, cancel: CancelEvent | None, grace: float
+    ) -> None:
+        """Read the keeper's frames until its ``DONE``.  Ctrl-C, ``cancel`` or a callback
+        that raises interrupts the call (the keeper rolls it back and answers):
+        ``stopped_by`` is then what to raise once it has.  ``ProtocolError`` past
+        ``deadline``; an interrupted call has ``grace`` seconds to answer."""
+
+        def stop(why: BaseException) -> None:
+            nonlocal deadline
+            if self.stopped_by is None:
+                self.stopped_by = why
+                channel.interrupt()
+                deadline = min(deadline, time.monotonic() + grace)
+
+        while self.done is None:
+            if self.stopped_by is None and cancel is not None and cancel.is_set():
+                stop(Cancelled("the call was cancelled; it was rolled back"))
+            watching = cancel is not None and self.stopped_by is None
+            step = min(deadline, time.monotonic() + CANCEL_TICK) if watching else deadline
+            try:
+                kind, payload = channel.receive(step, self.bounds())
+            except ChannelTimeout:
+                if time.monotonic() >= deadline:
+                    raise
+                continue
+            except KeyboardInterrupt as interrupt:
+                stop(interrupt)
+                continue
+            try:
+                self.take(kind, payload)
+            except CallbackRaised as raised:
+                stop(raised.error)
 
     def _take_file(self, payload: bytes) -> None:
         size = int.from_bytes(payload[:4], "big")
@@ -159,6 +298,9 @@ class Reply:
             max_rss=int(finite(done.get("max_rss", 0), "max_rss")),
             files=self.files,
             files_truncated=done.get("files_truncated") is True,
+            displays=tuple(self.displays),
+            displays_truncated=done.get("displays_truncated") is True,
+            value_displayed=self.value_displayed,
             returncode=returncode,
             signal=signal,
         )
@@ -192,3 +334,41 @@ def _error(value: object) -> CellError | None:
     if any(field is None for field in fields):
         raise ProtocolError("the keeper sent an unfit error")
     return CellError(*(str(field) for field in fields))
+
+
+def display_parts(payload: bytes) -> tuple[dict[str, bytes | str], bool] | None:
+    """A display frame's MIME parts (images as bytes, the rest as text) and whether it
+    is the call's value, or None when it is malformed: a JSON header
+    ``{"parts": [[mime, size], ...], "value": bool}`` after its ``>I`` length, then the
+    parts' bytes, exactly."""
+    if len(payload) < 4:
+        return None
+    size = int.from_bytes(payload[:4], "big")
+    if size > min(len(payload) - 4, CONTROL_MAX):
+        return None
+    try:
+        header = loads(payload[4 : 4 + size], max_bytes=None)
+    except (UntrustedInputError, UnicodeDecodeError, ValueError):
+        return None
+    listed = header.get("parts") if isinstance(header, dict) else None
+    if not isinstance(listed, list) or len(listed) > PARTS_MAX:
+        return None
+    raw: dict[str, bytes | str] = {}
+    offset = 4 + size
+    for part in listed:
+        if not (isinstance(part, list) and len(part) == 2 and isinstance(part[0], str)):
+            return None
+        mime, length = part
+        if len(mime) > MIME_MAX or type(length) is not int or length < 0:
+            return None
+        data = payload[offset : offset + length]
+        offset += length
+        raw.setdefault(
+            mime,
+            data
+            if mime.startswith("image/") and "svg" not in mime
+            else data.decode("utf-8", "replace"),
+        )
+    if offset != len(payload):
+        return None
+    return raw, header.get("value") is True

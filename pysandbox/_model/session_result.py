@@ -8,9 +8,18 @@ from collections.abc import Mapping
 
 from .record import record
 from .result import FrozenFiles
+from .rich import Bundle
 from .status import Status
 
-__all__ = ["COMMITTED", "LOST", "OUTCOMES", "ROLLED_BACK", "CellError", "CellResult"]
+__all__ = [
+    "COMMITTED",
+    "LOST",
+    "OUTCOMES",
+    "ROLLED_BACK",
+    "CellError",
+    "CellResult",
+    "OutputEvent",
+]
 
 #: The call ended by itself: the session's state is what the call left.
 COMMITTED = "committed"
@@ -34,7 +43,25 @@ class CellError:
     traceback: str
 
 
-@record(unhashed=("files",))
+#: What an ``OutputEvent`` is.
+EVENT_KINDS = ("stdout", "stderr", "display")
+
+
+@record
+class OutputEvent:
+    """One piece of a call's output as it came, in the order the code made them: a
+    chunk of stdout or of stderr (``bytes``), or a display (a ``Bundle``)."""
+
+    #: ``"stdout"``, ``"stderr"`` or ``"display"``.
+    kind: str
+    data: bytes | Bundle
+
+    def __post_init__(self) -> None:
+        if self.kind not in EVENT_KINDS:
+            raise ValueError(f"kind must be one of {EVENT_KINDS}, not {self.kind!r}")
+
+
+@record(unhashed=("files", "displays"))
 class CellResult:
     """What one ``Session.run`` did: the outcome for the session's state, how the code
     ended, its output and value, and what it used.
@@ -70,6 +97,15 @@ class CellResult:
     files: Mapping[str, bytes] = FrozenFiles()
     #: Some of those were left out (over the call's caps).
     files_truncated: bool = False
+    #: What a notebook would have shown, in order: each figure (``plt.show()``, and the
+    #: figures still open at the call's end), each object given to ``display()``, and a
+    #: final value with a rich representation; as MIME bundles, checked and sanitized.
+    displays: tuple[Bundle, ...] = ()
+    #: Some displays were left out (over ``Limits.displays`` or ``displays_count``).
+    displays_truncated: bool = False
+    #: The final expression's value was shown as one of ``displays`` (it had a rich
+    #: representation), as a notebook's ``Out[]``; ``value`` still holds its ``repr``.
+    value_displayed: bool = False
     #: The exit code of an interpreter that exited (``os._exit(3)``), or the number of the
     #: signal that ended it (a segfault); None otherwise.
     returncode: int | None = None
@@ -79,6 +115,7 @@ class CellResult:
         if self.outcome not in OUTCOMES:
             raise ValueError(f"outcome must be one of {OUTCOMES}, not {self.outcome!r}")
         object.__setattr__(self, "files", FrozenFiles(self.files))
+        object.__setattr__(self, "displays", tuple(self.displays))
 
     def __bool__(self) -> bool:
         return self.outcome == COMMITTED and self.status is Status.OK and self.error is None
