@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import codecs
 import sys
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import NoReturn, Protocol
 
 from .._model.escape import escape_controls
@@ -19,7 +19,7 @@ MAGIC_NAME = "sandbox"
 
 
 class _DisplayPublisher(Protocol):
-    def publish(self, data: dict[str, str]) -> None:
+    def publish(self, data: Mapping[str, object]) -> None:
         """Show ``data`` (MIME type to content) in the cell's output."""
 
 

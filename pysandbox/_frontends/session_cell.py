@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """How ``%%sandbox --session`` shows one call's ``CellResult``: the verdict line, as text
-and as HTML, and the value of the final expression.
+and as HTML, the value of the final expression, and its displays.
 
 Everything in a ``CellResult`` but its numbers came from the sandbox (the exception's
 type, the value's ``repr``, the names of files, the reason of a lost session, which
@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from .._model.escape import escape_controls
 from .._model.limits import Limits
+from .._model.rich import Bundle
 from .._model.session_result import CellResult
 from .._model.verdict import LIMIT_STATUSES, limit_hit, size_text
 
-__all__ = ["cell_verdict_html", "cell_verdict_text", "value_data"]
+__all__ = ["cell_verdict_html", "cell_verdict_text", "display_data", "value_data"]
 
 #: Output files named in the verdict; more are counted.
 LISTED_FILES = 20
@@ -52,6 +53,8 @@ def _cut_short(result: CellResult, limits: Limits) -> list[str]:
         notes.append(f"files: {', '.join(listed)}")
     if result.files_truncated:
         notes.append("some files left out (files_truncated)")
+    if result.displays_truncated:
+        notes.append("some displays left out (displays_truncated)")
     return notes
 
 
@@ -104,3 +107,13 @@ def value_data(value: str) -> dict[str, str]:
 
     shown = escape_controls(value)
     return {"text/plain": shown, "text/html": f"<pre>{html.escape(shown)}</pre>"}
+
+
+def display_data(bundle: Bundle) -> dict[str, object]:
+    """A display as a front end's ``display_data`` shows it: the bundle's JSON form (it
+    was checked and sanitized as it came), its text escaped as ``value_data``'s."""
+    data = dict(bundle.to_json())
+    text = data.get("text/plain")
+    if isinstance(text, str):
+        data["text/plain"] = escape_controls(text)
+    return data

@@ -35,11 +35,12 @@ from .._model.escape import escape_controls
 from .._model.file import File
 from .._model.limits import Limits
 from .._model.record import record, replace
-from .._model.session_result import CellResult
+from .._model.rich import Bundle
+from .._model.session_result import CellResult, OutputEvent
 from .._model.units import LIMIT_OPTIONS, parse_seconds
 from .ipython_shell import LiveStream, Shell, usage
 from .options import argparse_type
-from .session_cell import cell_verdict_html, cell_verdict_text, value_data
+from .session_cell import cell_verdict_html, cell_verdict_text, display_data, value_data
 
 if TYPE_CHECKING:
     import argparse
@@ -62,6 +63,9 @@ SESSION_LIMITS = (
     "disk",
     "files_out",
     "files_out_count",
+    "displays",
+    "displays_count",
+    "values",
     "processes",
     "open_files",
 )
@@ -96,6 +100,25 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
         "--files-include, --files-exclude and the options below are set when the session "
         "starts; %%sandbox_close NAME ends it",
     )
+    group.add_argument(
+        "--in",
+        dest="push_names",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="set the session's variable NAME to a copy of the notebook's before the cell "
+        "runs (JSON-like values, bytes, numpy arrays, pandas frames; never pickled); "
+        "repeatable",
+    )
+    group.add_argument(
+        "--out",
+        dest="pull_names",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="after a cell that ran to its end, set the notebook's variable NAME to a copy "
+        "of the session's; repeatable",
+    )
     for flag, what in (
         ("--lifetime", "seconds the session may live (default 3600)"),
         ("--idle-timeout", "seconds without a cell after which the session ends (default 600)"),
@@ -114,6 +137,9 @@ def refuse_session_options(options: argparse.Namespace) -> None:
     """``UsageError`` for an option of sessions on a cell without ``--session``."""
     for flag, key in TIMEOUTS.items():
         if getattr(options, key) is not None:
+            usage(f"{flag}: only with --session NAME")
+    for flag, names in (("--in", options.push_names), ("--out", options.pull_names)):
+        if names:
             usage(f"{flag}: only with --session NAME")
 
 
@@ -277,10 +303,25 @@ def _start(
     return session
 
 
+def _push(shell: Shell, session: Session, names: list[str]) -> None:
+    """``--in``: copies of the notebook's variables ``names`` set in the session."""
+    missing = [name for name in names if name not in shell.user_ns]
+    if missing:
+        usage(f"--in {missing[0]}: the notebook has no such variable")
+    if names:
+        session.push({name: shell.user_ns[name] for name in names})
+
+
+def _display(shell: Shell, event: OutputEvent) -> None:
+    """Show a display of the cell as it comes, between the output around it."""
+    if isinstance(event.data, Bundle):
+        shell.display_pub.publish(data=display_data(event.data))
+
+
 def _show(shell: Shell, result: CellResult, limits: Limits, name: str) -> None:
     """After the cell's output (shown as it came): its value as ``Out[]`` shows one, the
     traceback of what it raised (on stderr), then the verdict."""
-    if result.value is not None:
+    if result.value is not None and not result.value_displayed:
         shell.display_pub.publish(data=value_data(result.value))
     if result.error is not None:
         traceback = result.error.traceback
@@ -324,10 +365,16 @@ def run_in_session(
         limits = replace(session.limits, **per_call)  # for the verdict; checks them too
     except (TypeError, ValueError) as exc:
         usage(str(exc))
+    _push(shell, session, options.push_names)
     shown_out, shown_err = LiveStream("stdout"), LiveStream("stderr")
     try:
         result = session.run(
-            cell, files=files or None, on_stdout=shown_out, on_stderr=shown_err, **per_call
+            cell,
+            files=files or None,
+            on_stdout=shown_out,
+            on_stderr=shown_err,
+            on_event=lambda event: _display(shell, event),
+            **per_call,
         )
     except KeyboardInterrupt:
         sys.stderr.write(f"pysandbox: interrupted; the cell was rolled back, {name!r} goes on\n")
@@ -341,3 +388,5 @@ def run_in_session(
         book.entries[name].ended = result.reason
         session.close()
     _show(shell, result, limits, name)
+    if result and options.pull_names:
+        shell.user_ns.update(session.pull(*options.pull_names))

@@ -205,3 +205,65 @@ def test_an_interrupt_of_a_session_cell_keeps_the_state(
     (error,) = [o for o in spun.outputs if o["output_type"] == "error"]
     assert error["ename"] == "KeyboardInterrupt"
     assert _text(after_it) == "count 2\n"  # the interrupted cell's count = 100 rolled back
+
+
+def test_a_session_cell_shows_figures_and_tables_inline_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A figure shown between two prints comes between them, as a PNG; a DataFrame as a
+    cell's last expression comes as its (sanitized) HTML table, once, not again as
+    ``Out[]``.  Every cell that imports matplotlib or pandas gets a CPU budget far above
+    what it needs: a loaded CI machine takes seconds for them."""
+    pytest.importorskip("matplotlib")
+    pytest.importorskip("pandas")
+    heavy = "--memory 1G --cpu-time 60 --wall-time 120"
+    cells = [
+        "%load_ext pysandbox",
+        f"%%sandbox --session nb {heavy}\n"
+        "import matplotlib.pyplot as plt\nprint('before', flush=True)\n"
+        "plt.plot([1, 3, 2])\nplt.show()\nprint('after')",
+        "%%sandbox --session nb --cpu-time 60 --wall-time 120\nimport pandas as pd\n"
+        "pd.DataFrame({'a': [1, 2], 'b': ['<script>x</script>', 'y']})",
+        "%sandbox_close nb",
+    ]
+    _, plotted, table, _ = _run_notebook(tmp_path, monkeypatch, cells, "no such marker", 3)
+
+    seen: list[object] = []  # stdout's text, joined while no display comes between
+    for output in plotted.outputs:
+        if output.get("name") == "stdout" and seen and isinstance(seen[-1], str):
+            seen[-1] += output["text"]
+        elif output.get("name") == "stdout":
+            seen.append(output["text"])
+        elif output["output_type"] == "display_data":
+            seen.append(sorted(output["data"]))
+    assert seen[:3] == ["before\n", ["image/png", "text/plain"], "after\n"], seen
+    (png,) = [o["data"]["image/png"] for o in plotted.outputs if "image/png" in o.get("data", {})]
+    assert png.startswith("iVBORw0KGgo")  # base64 of the PNG signature
+    shown = [o["data"] for o in table.outputs if o["output_type"] == "display_data"]
+    html = [data["text/html"] for data in shown if "<table" in data.get("text/html", "")]
+    assert len(html) == 1, shown  # the table once, not again as Out[]
+    assert "<script" not in html[0]
+    assert shown[-1]["text/plain"].startswith("pysandbox: committed in session 'nb'")
+
+
+def test_variables_go_into_a_session_and_come_back_with_in_and_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--in`` copies a notebook variable (a numpy array) into the session before the
+    cell, ``--out`` copies the session's back after it: real objects, never pickled."""
+    pytest.importorskip("numpy")
+    cells = [
+        "%load_ext pysandbox",
+        "import numpy as np\nx = np.arange(5)",
+        "%%sandbox --session nb --memory 1G --cpu-time 60 --wall-time 120 --in x --out y\n"
+        "y = x * 2\nprint(type(x).__name__)",
+        "print(type(y).__name__, y.dtype == x.dtype, y.tolist())",
+        "%%sandbox --session nb --out nothing\npass",
+        "%sandbox_close nb",
+    ]
+    _, _, ran, host, missing, _ = _run_notebook(tmp_path, monkeypatch, cells, "no such marker", 4)
+
+    assert _text(ran) == "ndarray\n"
+    assert _text(host) == "ndarray True [0, 2, 4, 6, 8]\n"
+    (error,) = [o for o in missing.outputs if o["output_type"] == "error"]
+    assert error["ename"] == "NameError" and "nothing" in error["evalue"]
