@@ -186,6 +186,25 @@ def _run_without_fontlist(code: str, limits: Limits, env: Mapping[str, str]) -> 
     return finish(*build_plan(call, fontlist=False))
 
 
+def _init_options(
+    layout: FdLayout, limits: Limits, files_fd: int | None, python: bool, waiter: bool
+) -> list[str]:
+    """The init's options of a ``run``: where the files go out and come in, and their
+    caps; ``main.py`` not returned for ``run_python``; a warm sandbox's init reads its
+    call's file patterns from the hand-over in the payload (``Handover``), as its call
+    comes after it started."""
+    options = ["--files-out-fd", str(layout.captures[0])]
+    options += ["--files-dir", WORKDIR, "--files-max", str(limits.files_out)]
+    options += ["--files-count", str(limits.files_out_count)]
+    if files_fd is not None:
+        options += ["--files-in-fd", str(files_fd)]
+    if python:
+        options += ["--skip", MAIN_NAME]
+    if waiter:
+        options += ["--files-filter-fd", str(layout.waiter[2])]
+    return options
+
+
 def build_plan(
     call: Call, *, waiter: bool = False, client: bool = False, fontlist: bool = True
 ) -> tuple[Plan, Limits]:
@@ -226,17 +245,7 @@ def build_plan(
         client=client,
     )
     files_fd = layout.payloads[0] if files_stream is not None else None
-    init_options = ["--files-out-fd", str(layout.captures[0])]
-    init_options += ["--files-dir", WORKDIR, "--files-max", str(limits.files_out)]
-    init_options += ["--files-count", str(limits.files_out_count)]
-    if files_fd is not None:
-        init_options += ["--files-in-fd", str(files_fd)]
-    if code is not None:
-        init_options += ["--skip", MAIN_NAME]
-    # A warm sandbox's init reads its call's patterns from the hand-over in the payload
-    # (``Handover``), as its call comes after it started.
-    if waiter:
-        init_options += ["--files-filter-fd", str(layout.waiter[2])]
+    init_options = _init_options(layout, limits, files_fd, code is not None, waiter)
     init_options += filter_options(include, exclude)
     plan = Plan(
         layout=layout,
