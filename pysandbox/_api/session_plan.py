@@ -6,12 +6,10 @@ budget as its CPU limit (and ``RLIMIT_CPU``, which otherwise would be one call's
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 import resource
 from collections.abc import Sequence
-from pathlib import Path
 
 from .._host import programs
 from .._launch import bwrap
@@ -19,8 +17,9 @@ from .._launch.plan import FdLayout, Plan
 from .._model.cancel import CancelEvent
 from .._model.limits import Limits
 from .run import python_fontlist
+from .sandbox_programs import keeper_program
 
-__all__ = ["CHANNELS", "KEEPER_PATH", "keeper_program", "session_plan"]
+__all__ = ["CHANNELS", "KEEPER_PATH", "session_plan"]
 
 #: Where the keeper's code is shown, read-only, inside the sandbox (not below
 #: ``/.pysandbox``, which only the init may read).
@@ -97,23 +96,3 @@ def session_plan(
         cancel=cancel,
         channels=channels,
     )
-
-
-#: The line that starts the keeper, at the end of its text: what is joined to it goes
-#: before.
-_KEEPER_MAIN = 'if __name__ == "__main__":\n'
-#: What every module of the package starts with, which only the first may.
-_FUTURE = "from __future__ import annotations\n"
-
-
-@functools.cache
-def keeper_program() -> bytes:
-    """The keeper's program: ``session_keeper.py`` with the value codec
-    (``_model/value_codec.py``) joined to it, for nothing of the package can be imported
-    in the sandbox; read once."""
-    package = Path(__file__).parent.parent
-    keeper = (package / "_api" / "session_keeper.py").read_text("utf-8")
-    codec = (package / "_model" / "value_codec.py").read_text("utf-8").replace(_FUTURE, "", 1)
-    head, main, tail = keeper.rpartition(_KEEPER_MAIN)
-    assert main, "the keeper has no main block"
-    return "".join([head, codec, "\n\n", main, tail]).encode("utf-8")
