@@ -144,10 +144,21 @@ def __getattr__(name: str) -> object:
     if isinstance(value, type) and sys.version_info >= (3, 10):
         from typing import get_type_hints
 
-        value.__annotations__ = get_type_hints(value)
+        value.__annotations__ = get_type_hints(value, localns=_PublicNames())
     value.__module__ = __name__
     globals()[name] = value
     return value
+
+
+class _PublicNames(dict):  # type: ignore[type-arg]
+    """The public names as the locals of an annotation's evaluation: a module may name
+    another's class only for type checkers (``Result.displays`` holds ``Bundle``s,
+    whose module ``pysandbox run`` never loads), and it is imported when asked."""
+
+    def __missing__(self, name: str) -> object:
+        if name not in _LAZY:
+            raise KeyError(name)
+        return __getattr__(name)
 
 
 def __dir__() -> list[str]:

@@ -172,11 +172,14 @@ async def run_python_async(
     on_stderr: OnOutput = None,
     files_include: Iterable[str] | None = None,
     files_exclude: Iterable[str] | None = None,
+    displays: bool = False,
 ) -> Result:
     """``run_python`` for asyncio, as ``run_async``."""
     check_output_callback(on_stdout, "on_stdout")
     check_output_callback(on_stderr, "on_stderr")
     check_file_filter(files_include, files_exclude)
+    if not isinstance(displays, bool):
+        raise TypeError(f"displays must be a bool, not {type(displays).__name__}")
     loop = asyncio.get_running_loop()
     return await in_thread(
         lambda cancel: run_python(
@@ -192,5 +195,6 @@ async def run_python_async(
             on_stderr=on_loop(on_stderr, "on_stderr", loop, cancel),
             files_include=files_include,
             files_exclude=files_exclude,
+            displays=displays,
         )
     )

@@ -58,3 +58,5 @@ class Call:
     on_stderr: OnOutput = None
     files_include: Iterable[str] | None = None
     files_exclude: Iterable[str] | None = None
+    #: ``run_python``'s ``displays``: the display hook runs the code (``display_hook.py``).
+    displays: bool = False

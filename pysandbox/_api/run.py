@@ -17,9 +17,14 @@ from .._model.classify import classify
 from .._model.errors import SandboxError
 from .._model.file import File
 from .._model.filestream import check_fits_tmpfs, decode_files, encode_files, stream_cap
-from .._model.limits import Limits
+from .._model.limits import MIN_OPEN_FILES, Limits
 from .._model.result import Result
 from .call import Call, OnOutput, Stdin
+
+#: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .._model.rich import Bundle
 
 __all__ = [
     "Call",
@@ -215,11 +220,7 @@ def build_plan(
     (``waiter.waiting_plan`` makes it one), whose init then takes the files' patterns
     from the hand-over, and with ``client`` for a copy client's too (a template's
     copies, ``copies.py``).  Returns the limits in force with it."""
-    limits, files, code = call.limits, call.files, call.code
-    if limits is None:
-        limits = Limits()
-    elif not isinstance(limits, Limits):
-        raise TypeError(f"limits must be a Limits or None, not {type(limits).__name__}")
+    limits, files, code = _checked_limits(call.limits), call.files, call.code
     files_stream = encode_files(files) if files else None
     check_fits_tmpfs(files or {}, limits.disk, limits.disk_inodes())
     if files and code is not None and MAIN_NAME in files:
@@ -233,12 +234,17 @@ def build_plan(
     python = programs.find_python()
 
     payloads = [] if files_stream is None else [files_stream]
-    fonts = python_fontlist(code) if fontlist else None
+    # Each of the font list and the display pipe is one more descriptor handed to bwrap:
+    # a limit at the smallest one (``MIN_OPEN_FILES``) has room for neither, and then
+    # matplotlib builds its font list itself.
+    spare = limits.open_files - MIN_OPEN_FILES
+    shows = _displays_wanted(call, spare)
+    fonts = python_fontlist(code) if fontlist and spare > int(shows) else None
     if fonts is not None:
         payloads.append(fonts[1])
     layout = FdLayout.of(
         payloads=len(payloads),
-        captures=1,
+        captures=2 if shows else 1,
         code=code is not None,
         binds=len(paths),
         waiter=waiter,
@@ -259,12 +265,15 @@ def build_plan(
         readable=paths,
         writable=[WORKDIR, bwrap.CACHE_DIR],
         init_options=init_options,
-        program=call.program,
+        program=_shown_program(call.program, layout, limits) if shows else call.program,
         code=code,
         code_path=None if code is None else MAIN_PATH,
         code_mode=bwrap.MAIN_MODE,
         payloads=payloads,
-        capture_caps=[stream_cap(limits.files_out, limits.files_out_count)],
+        capture_caps=[
+            stream_cap(limits.files_out, limits.files_out_count),
+            *([display_stream_cap(limits)] if shows else []),
+        ],
         rlimits=limits.rlimits(),
         processes=limits.processes,
         memory_total=limits.memory + limits.disk + bwrap.CACHE_SIZE,
@@ -283,6 +292,44 @@ def build_plan(
     return plan, limits
 
 
+def _checked_limits(limits: object) -> Limits:
+    """``limits`` as given, or the defaults for None; ``TypeError`` for anything else."""
+    if limits is None:
+        return Limits()
+    if not isinstance(limits, Limits):
+        raise TypeError(f"limits must be a Limits or None, not {type(limits).__name__}")
+    return limits
+
+
+def _displays_wanted(call: Call, spare_fds: int) -> bool:
+    """``run_python``'s ``displays``, checked: a bool, and a descriptor to spare for the
+    display pipe (``spare_fds`` past ``MIN_OPEN_FILES``)."""
+    if not isinstance(call.displays, bool):
+        raise TypeError(f"displays must be a bool, not {type(call.displays).__name__}")
+    if call.displays and spare_fds < 1:
+        raise ValueError(
+            f"displays: the display pipe needs Limits.open_files of at least "
+            f"{MIN_OPEN_FILES + 1}, got {MIN_OPEN_FILES + spare_fds}"
+        )
+    return call.displays
+
+
+def display_stream_cap(limits: Limits) -> int:
+    """Bytes of a one-shot run's display stream kept: the displays' bytes and each
+    frame's header, plus one frame header past the count (to see it was passed)."""
+    return limits.displays + (limits.displays_count + 1) * 5
+
+
+def _shown_program(program: list[str], layout: FdLayout, limits: Limits) -> list[str]:
+    """``python -u main.py ARGS`` as the display hook runs it: ``python -u -c PROGRAM
+    FD CAP main.py ARGS``, its displays on the second capture."""
+    from .sandbox_programs import one_shot_program  # only where displays are asked
+
+    python, unbuffered, path, *args = program
+    cap = str(limits.displays)
+    return [python, unbuffered, "-c", one_shot_program(), str(layout.captures[1]), cap, path, *args]
+
+
 def _result(facts: Facts, limits: Limits) -> Result:
     """Turn the launch's facts into a ``Result``."""
     raw = facts.raw
@@ -290,6 +337,14 @@ def _result(facts: Facts, limits: Limits) -> Result:
     assert isinstance(stdout, bytes) and isinstance(stderr, bytes)
     max_rss = facts.init.max_rss if facts.init is not None else raw["max_rss"]
     files, executables, files_left_out = decode_files(facts.captures[0], limits.files_out_count)
+    displays: tuple[Bundle, ...] = ()
+    displays_left_out = False
+    if len(facts.captures) > 1:
+        from .._model.display_frames import stream_displays
+
+        displays, displays_left_out = stream_displays(
+            facts.captures[1], facts.captures_truncated[1], limits.displays, limits.displays_count
+        )
     try:
         status, returncode, signal = classify(
             timed_out=raw["timed_out"],
@@ -321,6 +376,8 @@ def _result(facts: Facts, limits: Limits) -> Result:
         files=files,
         files_truncated=files_left_out or facts.captures_truncated[0],
         executables=executables,
+        displays=displays,
+        displays_truncated=displays_left_out,
     )
 
 
@@ -409,11 +466,19 @@ def run_python(
     on_stderr: OnOutput = None,
     files_include: Iterable[str] | None = None,
     files_exclude: Iterable[str] | None = None,
+    displays: bool = False,
 ) -> Result:
     """Run Python source with the caller's own interpreter, as ``python -u main.py ARGS``.
 
     The code is ``/sandbox/main.py`` (read-only, and not returned in ``Result.files``);
     everything else is as for ``run``.
+
+    :param displays: also give back what a notebook would show, as ``Result.displays``:
+        ``display()`` is a builtin, matplotlib draws with pysandbox's inline backend
+        (``plt.show()`` shows the open figures; those still open at the end are shown
+        then), within ``Limits.displays`` and ``displays_count``.  The code then runs
+        under a small program of pysandbox's (``python -c``, which runs ``main.py`` as
+        ``python main.py`` does: ``docs/sessions.rst`` says what differs).
     """
     program, source = python_program(code, args)
     call = Call(
@@ -429,5 +494,6 @@ def run_python(
         on_stderr=on_stderr,
         files_include=files_include,
         files_exclude=files_exclude,
+        displays=displays,
     )
     return finish(*build_plan(call))

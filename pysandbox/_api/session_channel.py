@@ -77,6 +77,10 @@ class Values:
     pull: tuple[str, ...] = ()
 
 
+#: A call that sets and sends back no variables.
+NO_VALUES = Values()
+
+
 class ProtocolError(Exception):
     """The keeper broke the protocol (or went silent past a deadline); the message says how."""
 
@@ -108,8 +112,8 @@ def code_request(code: str, cell: int, order: Mapping[str, object], values: Valu
         "code": code,
         "cell": cell,
         "value_max": VALUE_CAP,
-        "show_max": order["displays_max"],
-        "values_max": order["values_max"],
+        "show_max": order.get("displays_max", 0),
+        "values_max": order.get("values_max", 0),
         "pull": list(values.pull),
     }
     text = json.dumps(request).encode("utf-8")
@@ -162,7 +166,7 @@ class Channel:
         order: Mapping[str, object],
         inputs: list[tuple[str, int, bytes]],
         deadline: float,
-        values: Values,
+        values: Values = NO_VALUES,
     ) -> None:
         """Send the session's call number ``cell``: its input files to the keeper,
         which writes them before the call starts (``FilesRefused`` when it cannot,

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Optional, TypeVar
 
 from .._model.cancel import CancelEvent, Cancelled
+from .._model.display_frames import display_parts
 from .._model.filestream import name_problem
 from .._model.limits import Limits
 from .._model.rich import Bundle, checked_bundle
@@ -46,13 +47,10 @@ from .session_channel import (
     finite,
 )
 
-__all__ = ["VALUE_CAP", "CallbackRaised", "OnEvent", "Reply", "display_parts"]
+__all__ = ["VALUE_CAP", "CallbackRaised", "OnEvent", "Reply"]
 
 #: An ``on_event`` callback: shown each ``OutputEvent`` of a call, in order.
 OnEvent = Optional[Callable[[OutputEvent], object]]
-#: MIME parts one display may carry, and characters of a MIME type.
-PARTS_MAX = 16
-MIME_MAX = 100
 #: Bytes of a frame of variables beyond the codec's (the keeper's ``VALUES_ROOM``).
 VALUES_ROOM = 64
 #: Characters of the reason why variables did not come back.
@@ -334,41 +332,3 @@ def _error(value: object) -> CellError | None:
     if any(field is None for field in fields):
         raise ProtocolError("the keeper sent an unfit error")
     return CellError(*(str(field) for field in fields))
-
-
-def display_parts(payload: bytes) -> tuple[dict[str, bytes | str], bool] | None:
-    """A display frame's MIME parts (images as bytes, the rest as text) and whether it
-    is the call's value, or None when it is malformed: a JSON header
-    ``{"parts": [[mime, size], ...], "value": bool}`` after its ``>I`` length, then the
-    parts' bytes, exactly."""
-    if len(payload) < 4:
-        return None
-    size = int.from_bytes(payload[:4], "big")
-    if size > min(len(payload) - 4, CONTROL_MAX):
-        return None
-    try:
-        header = loads(payload[4 : 4 + size], max_bytes=None)
-    except (UntrustedInputError, UnicodeDecodeError, ValueError):
-        return None
-    listed = header.get("parts") if isinstance(header, dict) else None
-    if not isinstance(listed, list) or len(listed) > PARTS_MAX:
-        return None
-    raw: dict[str, bytes | str] = {}
-    offset = 4 + size
-    for part in listed:
-        if not (isinstance(part, list) and len(part) == 2 and isinstance(part[0], str)):
-            return None
-        mime, length = part
-        if len(mime) > MIME_MAX or type(length) is not int or length < 0:
-            return None
-        data = payload[offset : offset + length]
-        offset += length
-        raw.setdefault(
-            mime,
-            data
-            if mime.startswith("image/") and "svg" not in mime
-            else data.decode("utf-8", "replace"),
-        )
-    if offset != len(payload):
-        return None
-    return raw, header.get("value") is True

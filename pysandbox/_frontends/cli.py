@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from .._model.errors import SandboxError
 from .._version import __version__
 from .cli_run import add_option, add_run_options, python_command, run_command
-from .run_args import PYTHON_CODE, parse_plain
+from .run_args import PYTHON_OPTIONS, parse_plain
 from .terminal import (
     EXIT_INTERRUPTED,
     EXIT_READER_GONE,
@@ -135,7 +135,8 @@ def _add_python(commands: _Commands) -> argparse.ArgumentParser:
         "python -u /sandbox/main.py ARGS inside a fresh sandbox.",
     )
     add_run_options(parser)
-    add_option(parser, PYTHON_CODE)
+    for option in PYTHON_OPTIONS:
+        add_option(parser, option)
     parser.add_argument("argv", nargs=argparse.REMAINDER, metavar="FILE.py [ARGS...]")
     parser.set_defaults(handler=python_command, parser=parser)
     return parser

@@ -267,6 +267,9 @@ def _report(result: Result, inputs: _Inputs, options: argparse.Namespace) -> int
         inputs.passthrough.finish()
         if not options.quiet:
             lines.append(f"pysandbox: {describe(result, inputs.limits)}")
+        if result.displays and not options.quiet:
+            kinds = ", ".join(next(iter(bundle)) for bundle in result.displays)
+            lines.append(f"pysandbox: {len(result.displays)} displays ({kinds}): see --json")
         if lines and not inputs.passthrough.ends_line:
             sys.stderr.write("\n")  # our lines start lines of their own
     for line in lines:
@@ -350,6 +353,7 @@ def python_command(parser: Usage, options: argparse.Namespace) -> int:
             on_stderr=inputs.on_stderr,
             files_include=inputs.files_include,
             files_exclude=inputs.files_exclude,
+            displays=options.capture_displays,
         )
 
     return _launch(parser, options, start)

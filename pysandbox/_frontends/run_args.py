@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 from .._model.units import LIMIT_OPTIONS
 
-__all__ = ["FLAG", "MANY", "ONE", "PYTHON_CODE", "RUN_OPTIONS", "RunOption", "parse_plain"]
+__all__ = ["FLAG", "MANY", "ONE", "PYTHON_OPTIONS", "RUN_OPTIONS", "RunOption", "parse_plain"]
 
 #: A ``RunOption``'s kinds: a flag (True when given), one value (the last one given
 #: wins), a value per use (a list).
@@ -127,6 +127,17 @@ RUN_OPTIONS = (
 
 #: ``pysandbox python``'s own option: the code to run instead of a file.
 PYTHON_CODE = RunOption(("-c",), "code", ONE, "CODE", "the code to run")
+PYTHON_DISPLAYS = RunOption(
+    ("--capture-displays",),
+    "capture_displays",
+    FLAG,
+    None,
+    "give back what a notebook would show (display(), plt.show(), the figures open at "
+    "the end), checked and sanitized, as the displays of --json's object (run_python's "
+    "displays=True)",
+)
+#: The options ``python`` has beside ``run``'s.
+PYTHON_OPTIONS = (PYTHON_CODE, PYTHON_DISPLAYS)
 
 #: ``--truncate-output``, the one limit option without a value (None when not given).
 _TRUNCATE = "--truncate-output"
@@ -138,7 +149,7 @@ def _value_options(command: str) -> dict[str, tuple[str, Callable[[str], object]
     table: dict[str, tuple[str, Callable[[str], object], bool]] = {
         option.flag: (option.field, option.parse, False) for option in LIMIT_OPTIONS
     }
-    extra = (PYTHON_CODE,) if command == "python" else ()
+    extra = PYTHON_OPTIONS if command == "python" else ()
     for option in RUN_OPTIONS + extra:
         if option.kind != FLAG:
             for flag in option.flags:
@@ -150,7 +161,7 @@ def _defaults(command: str) -> dict[str, object]:
     """What the options of ``command`` are when none is given."""
     values: dict[str, object] = {option.field: None for option in LIMIT_OPTIONS}
     values["truncate_output"] = None
-    extra = (PYTHON_CODE,) if command == "python" else ()
+    extra = PYTHON_OPTIONS if command == "python" else ()
     for option in RUN_OPTIONS + extra:
         values[option.dest] = option.default()
     return values
@@ -177,8 +188,12 @@ def parse_plain(argv: Sequence[str]) -> dict[str, object] | None:
     command = argv[0]
     values = _defaults(command)
     value_options = _value_options(command)
+    extra = PYTHON_OPTIONS if command == "python" else ()
     flags = {
-        flag: option.dest for option in RUN_OPTIONS if option.kind == FLAG for flag in option.flags
+        flag: option.dest
+        for option in RUN_OPTIONS + extra
+        if option.kind == FLAG
+        for flag in option.flags
     }
     flags[_TRUNCATE] = "truncate_output"
     position = 1

@@ -26,6 +26,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import TypeVar
 
+    from .rich import Bundle
     from .schema import Encoding, FileDict, ResultDict
 
     _T = TypeVar("_T")
@@ -186,7 +187,7 @@ def output_tails(result: Result) -> str:
     )
 
 
-@record(unhashed=("files",))
+@record(unhashed=("files", "displays"))
 class Result:
     """What ``run`` and ``run_python`` return: how the program ended, its output, its
     usage, and the files it left.
@@ -227,11 +228,18 @@ class Result:
     #: Seconds the call waited for a free slot of its ``Runner`` before the sandbox
     #: started (0.0 outside a ``Runner``); never part of ``wall_time``.
     queued_time: float = 0.0
+    #: What a notebook would have shown, for ``run_python(..., displays=True)``: figures
+    #: (``plt.show()``, and those open at the end) and objects given to ``display()``, as
+    #: checked and sanitized ``Bundle``s, in order; empty otherwise.
+    displays: tuple[Bundle, ...] = ()
+    #: Some displays were left out (over ``Limits.displays`` or ``displays_count``).
+    displays_truncated: bool = False
 
     def __post_init__(self) -> None:
         """Keep a read-only copy of ``files``: later changes to the caller's do not show.
         ``executables`` becomes a frozenset and must name files of ``files``."""
         object.__setattr__(self, "files", FrozenFiles(self.files))
+        object.__setattr__(self, "displays", tuple(self.displays))
         if isinstance(self.executables, (str, bytes)):
             raise TypeError("executables must be a set of names, not a single name")
         object.__setattr__(self, "executables", frozenset(self.executables))
@@ -268,8 +276,10 @@ class Result:
         them decoded, else ``"base64"``), ``stdout_truncated`` and ``stderr_truncated``,
         ``wall_time`` and ``cpu_time`` (float seconds), ``max_rss`` (int bytes), ``files``
         (relative path to ``{"data": str, "encoding": "utf-8" | "base64", "executable":
-        bool}``), ``files_truncated`` and ``queued_time`` (float seconds).
-        ``Result.from_dict`` turns it back into an equal result.
+        bool}``), ``files_truncated``, ``queued_time`` (float seconds), ``displays`` (a
+        list of ``Bundle.to_json()`` dicts, Jupyter's ``display_data`` data: images in
+        base64) and ``displays_truncated``.  ``Result.from_dict`` turns it back into an
+        equal result.
         """
         stdout, stdout_encoding = encode_text(self.stdout)
         stderr, stderr_encoding = encode_text(self.stderr)
@@ -294,6 +304,8 @@ class Result:
             "files": files,
             "files_truncated": self.files_truncated,
             "queued_time": self.queued_time,
+            "displays": [bundle.to_json() for bundle in self.displays],
+            "displays_truncated": self.displays_truncated,
         }
 
     @classmethod
@@ -301,7 +313,9 @@ class Result:
         """The ``Result`` that ``to_dict`` described; ``ValueError`` for a malformed dict.
 
         A files entry without ``"executable"`` (written before it existed) is not
-        executable; a dict without ``"queued_time"`` did not wait (0.0)."""
+        executable; a dict without ``"queued_time"`` did not wait (0.0), one without
+        ``"displays"`` showed none.  Each display is checked again, as it came from a
+        sandbox (``Bundle.from_json``)."""
         try:
             status = Status[_field(data, "status", str)]
         except KeyError:
@@ -336,6 +350,10 @@ class Result:
             files_truncated=_field(data, "files_truncated", bool),
             executables=frozenset(executables),
             queued_time=_seconds(data, "queued_time") if "queued_time" in data else 0.0,
+            displays=_displays(data.get("displays", [])),
+            displays_truncated=_field(data, "displays_truncated", bool)
+            if "displays_truncated" in data
+            else False,
         )
 
     def check(self) -> Result:
@@ -362,6 +380,15 @@ class Result:
     def _repr_html_(self) -> str:
         """Jupyter's HTML form: verdict, numbers, files, escaped output (``display``)."""
         return result_html(self)
+
+
+def _displays(listed: object) -> tuple[Bundle, ...]:
+    """``to_dict``'s ``displays``, each bundle checked again; ``ValueError`` else."""
+    from .rich import Bundle  # only where displays are read: ``pysandbox run`` never
+
+    if not isinstance(listed, list):
+        raise ValueError(f"displays: expected a list, got {shown(listed)}")
+    return tuple(Bundle.from_json(entry) for entry in listed)
 
 
 class SandboxFailure(AssertionError):

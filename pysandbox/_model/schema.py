@@ -8,7 +8,7 @@ as a ``float`` without a cast, and a misspelled key is an error.
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict, Union
+from typing import Any, Literal, TypedDict, Union
 
 __all__ = [
     "Encoding",
@@ -49,6 +49,9 @@ class ResultDict(TypedDict):
     files: dict[str, FileDict]
     files_truncated: bool
     queued_time: float
+    #: ``Bundle.to_json()`` of each display (``run_python(..., displays=True)``).
+    displays: list[dict[str, Any]]
+    displays_truncated: bool
 
 
 class OutcomeResultDict(ResultDict):

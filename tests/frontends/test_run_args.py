@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from support.cli import SCRIPT, TIMEOUT, cli
 
 from pysandbox._frontends.cli import build_parser
-from pysandbox._frontends.run_args import PYTHON_CODE, RUN_OPTIONS, parse_plain
+from pysandbox._frontends.run_args import PYTHON_OPTIONS, RUN_OPTIONS, parse_plain
 from pysandbox._model.units import LIMIT_OPTIONS
 
 #: Words an option's value or the program may be: units, ``-`` (our stdin), pairs, things
@@ -26,7 +26,7 @@ WORDS = ["64M", "1s", "500ms", "7", "0", "-", "", "x", "A=b", "-x", "--", "-q", 
 
 #: Every spelling of an option, a few abbreviations and strangers.
 FLAGS = sorted(
-    {flag for option in (*RUN_OPTIONS, PYTHON_CODE) for flag in option.flags}
+    {flag for option in (*RUN_OPTIONS, *PYTHON_OPTIONS) for flag in option.flags}
     | {option.flag for option in LIMIT_OPTIONS}
     | {"--truncate-output", "--mem", "--qui", "-h", "--bogus", "-qq", "-1"}
 )

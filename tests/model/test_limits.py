@@ -54,6 +54,9 @@ def test_fields_and_defaults_are_the_spec() -> None:
         "disk": 64 * 2**20,
         "files_out": 16 * 2**20,
         "files_out_count": 16384,
+        "displays": 16 * 2**20,
+        "displays_count": 256,
+        "values": 16 * 2**20,
     }
     Limits()  # the defaults pass their own checks
 
