@@ -276,10 +276,11 @@ class Result:
         them decoded, else ``"base64"``), ``stdout_truncated`` and ``stderr_truncated``,
         ``wall_time`` and ``cpu_time`` (float seconds), ``max_rss`` (int bytes), ``files``
         (relative path to ``{"data": str, "encoding": "utf-8" | "base64", "executable":
-        bool}``), ``files_truncated``, ``queued_time`` (float seconds), ``displays`` (a
-        list of ``Bundle.to_json()`` dicts, Jupyter's ``display_data`` data: images in
-        base64) and ``displays_truncated``.  ``Result.from_dict`` turns it back into an
-        equal result.
+        bool}``), ``files_truncated`` and ``queued_time`` (float seconds); and for a run
+        that has displays (or left some out), ``displays`` (a list of ``Bundle.to_json()``
+        dicts, Jupyter's ``display_data`` data: images in base64) and
+        ``displays_truncated``: a run without them writes exactly what 0.1.0 wrote.
+        ``Result.from_dict`` turns it back into an equal result.
         """
         stdout, stdout_encoding = encode_text(self.stdout)
         stderr, stderr_encoding = encode_text(self.stderr)
@@ -288,7 +289,7 @@ class Result:
             data, encoding = encode_text(content)
             executable = name in self.executables
             files[name] = {"data": data, "encoding": encoding, "executable": executable}
-        return {
+        described: ResultDict = {
             "status": self.status.name,
             "returncode": self.returncode,
             "signal": self.signal,
@@ -304,9 +305,11 @@ class Result:
             "files": files,
             "files_truncated": self.files_truncated,
             "queued_time": self.queued_time,
-            "displays": [bundle.to_json() for bundle in self.displays],
-            "displays_truncated": self.displays_truncated,
         }
+        if self.displays or self.displays_truncated:
+            described["displays"] = [bundle.to_json() for bundle in self.displays]
+            described["displays_truncated"] = self.displays_truncated
+        return described
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> Result:

@@ -31,8 +31,17 @@ class FileDict(TypedDict):
     executable: bool
 
 
-class ResultDict(TypedDict):
-    """``Result.to_dict()``: every key always present."""
+class _ResultDisplaysDict(TypedDict, total=False):
+    """The keys of ``Result.to_dict()`` present only for a run with displays."""
+
+    #: ``Bundle.to_json()`` of each display (``run_python(..., displays=True)``).
+    displays: list[dict[str, Any]]
+    displays_truncated: bool
+
+
+class ResultDict(_ResultDisplaysDict):
+    """``Result.to_dict()``: every key always present, but ``displays`` and
+    ``displays_truncated``, present only for a run that has displays."""
 
     status: str
     returncode: int | None
@@ -49,9 +58,6 @@ class ResultDict(TypedDict):
     files: dict[str, FileDict]
     files_truncated: bool
     queued_time: float
-    #: ``Bundle.to_json()`` of each display (``run_python(..., displays=True)``).
-    displays: list[dict[str, Any]]
-    displays_truncated: bool
 
 
 class OutcomeResultDict(ResultDict):

@@ -381,6 +381,8 @@ def test_result_fields_are_the_spec() -> None:
         "files_truncated",
         "executables",
         "queued_time",
+        "displays",
+        "displays_truncated",
     ]
 
 
