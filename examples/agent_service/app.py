@@ -38,7 +38,8 @@ MAX_CONCURRENT = 4
 SHORT_SLOTS = 1
 #: The most live conversations; at the cap, the one idle the longest is evicted.
 MAX_CONVERSATIONS = 32
-#: Seconds without a call after which a conversation's session ends.
+#: Seconds without a call after which a conversation's session ends.  The Runner's warm
+#: session has ``Session``'s default, 600: with another value each session starts fresh.
 IDLE_TIMEOUT = 600.0
 
 T = TypeVar("T")

@@ -10,6 +10,7 @@ import asyncio
 import base64
 import contextlib
 import importlib.util
+import json
 import os
 import socket
 import sys
@@ -196,6 +197,13 @@ def test_shutdown_ends_every_sandbox_and_session() -> None:
     assert sandboxes() <= before
 
 
+def post(path: str, code: str) -> bytes:
+    """A raw HTTP/1.1 request that posts ``code``."""
+    body = json.dumps({"code": code}).encode()
+    head = f"POST {path} HTTP/1.1\r\nHost: agent\r\nContent-Type: application/json\r\n"
+    return head.encode() + b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
 @contextlib.contextmanager
 def uvicorn_server() -> Iterator[tuple[Any, int]]:
     """The app under uvicorn on 127.0.0.1 in a thread; its app and port."""
@@ -216,13 +224,10 @@ def test_a_client_that_disconnects_has_its_sandbox_killed() -> None:
     """Under uvicorn, which lets a plain endpoint run on after its client has gone: the
     app sees the disconnect and cancels the call, so the sleeping sandbox (bwrap and
     every process below it) is gone long before its 60 s."""
-    body = b'{"code": "import time; time.sleep(60)"}'
-    request = b"POST /run HTTP/1.1\r\nHost: agent\r\nContent-Type: application/json\r\n"
-    request += b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
     with uvicorn_server() as (app, port):
         wait_until(lambda: hasattr(app.state, "runner"), "the lifespan to start")
         with socket.create_connection(("127.0.0.1", port)) as connection:
-            connection.sendall(request)
+            connection.sendall(post("/run", "import time; time.sleep(60)"))
             wait_until(lambda: bool(runs()), "the sleeping program")
             ((_, below),) = runs().items()
             assert app.state.runner.running == 1
@@ -230,3 +235,22 @@ def test_a_client_that_disconnects_has_its_sandbox_killed() -> None:
         wait_until(lambda: app.state.runner.running == 0, "the call to end", PROMPTLY)
         wait_until(lambda: not any(map(pid_state, below)), "the sandbox to go", PROMPTLY)
         assert time.monotonic() - started < PROMPTLY
+
+
+def test_a_conversations_call_whose_client_disconnects_is_rolled_back() -> None:
+    """Under uvicorn: a conversation's call sleeping when its client goes away is ended
+    and rolled back, and the next call finds the state as it was, at once (not after
+    the 60 s the cancelled call would have held the session)."""
+    url = "/conversations/u/run"
+    with uvicorn_server() as (app, port):
+        http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=slow(60))
+        assert http.post(url, json={"code": "x = 1"}).json()["outcome"] == "committed"
+        session = app.state.conversations.sessions["u"]
+        with socket.create_connection(("127.0.0.1", port)) as connection:
+            connection.sendall(post(url, "x = 2\nimport time\ntime.sleep(60)"))
+            wait_until(lambda: session._calls == 1, "the call to begin")
+        started = time.monotonic()
+        reply = http.post(url, json={"code": "x"}).json()
+        assert time.monotonic() - started < PROMPTLY
+        assert (reply["value"], reply["new_conversation"]) == ("1", False)
+        http.close()
