@@ -11,11 +11,11 @@ job is yielded twice.
 
 The workers' side (``run_on_worker``) runs each job with a ``Runner`` of its process,
 made on first use from the caller's settings (limits, readable, env, max_concurrent,
-warm) and kept for later tasks with the same settings: ``max_concurrent`` caps the
-sandboxes of each worker process, not of the cluster, and ``warm`` keeps that many warm
-sandboxes in each worker process.  A sandbox ends when the process that
-started it dies (the lifeline, ``_lifeline.py``), so a worker killed with SIGKILL
-leaves no sandbox behind; the scheduler runs its tasks again elsewhere.
+warm, the short slots) and kept for later tasks with the same settings:
+``max_concurrent`` caps the sandboxes of each worker process, not of the cluster, and
+``warm`` keeps that many warm sandboxes in each worker process.  A sandbox ends when
+the process that started it dies (the lifeline, ``_lifeline.py``), so a worker killed
+with SIGKILL leaves no sandbox behind; the scheduler runs its tasks again elsewhere.
 
 Leaving the loop early cancels the tasks not yet started (``Client.cancel``) and, for
 those running, sets the map's cancel event in every worker process (``Client.run``):
@@ -76,6 +76,8 @@ class Settings:
     env: tuple[tuple[str, str], ...]
     max_concurrent: int
     warm: int
+    short_slots: int
+    short_wall_time: float | None
 
     @classmethod
     def of(cls, runner: Runner) -> Settings:
@@ -86,6 +88,8 @@ class Settings:
             tuple(sorted(runner.env.items())),
             runner.max_concurrent,
             runner.warm,
+            runner.short_slots,
+            runner.short_wall_time,
         )
 
 
@@ -112,6 +116,8 @@ class _WorkerState:
                     env=dict(settings.env),
                     max_concurrent=settings.max_concurrent,
                     warm=settings.warm,
+                    short_slots=settings.short_slots,
+                    short_wall_time=settings.short_wall_time,
                 )
                 self._runners[settings] = found
             return found

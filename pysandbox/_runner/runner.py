@@ -62,7 +62,7 @@ from .sessions import (
     check_count,
     open_session,
 )
-from .slots import Slots
+from .slots import Slots, check_short_slots
 from .warm import WarmPool
 from .warm_form import eval_form, python_form
 
@@ -122,6 +122,13 @@ class Runner:
         Runner*).
     :param warm_sessions: how many sessions with this Runner's defaults to keep started
         ahead of need for ``session()``.  0: none.
+    :param short_slots: how many of the ``max_concurrent`` slots to keep for short
+        calls, those whose wall time (``Limits.wall_time``; ``eval_in_sandbox``'s
+        ``timeout_max_time_sec``) is at most ``short_wall_time`` seconds, so that they
+        never queue behind long ones (docs/services.rst, *Short slots*).  0 (the
+        default): none, every call queues first come first served.  At most
+        ``max_concurrent - 1``; needs ``short_wall_time``.
+    :param short_wall_time: the most seconds of wall time a short call may have.
     :raises SandboxError: ``warm`` > 0 on a host that cannot hold warm sandboxes.
 
     ``run``, ``run_python`` and ``eval_in_sandbox`` take the module-level functions'
@@ -144,6 +151,8 @@ class Runner:
         max_sessions: int = 16,
         warm_sessions: int = 0,
         template: Template | None = None,
+        short_slots: int = 0,
+        short_wall_time: float | None = None,
     ) -> None:
         if limits is not None and not isinstance(limits, Limits):
             raise TypeError(f"limits must be a Limits or None, not {type(limits).__name__}")
@@ -159,7 +168,8 @@ class Runner:
         self._template = template
         self._book = SessionBook(check_count(max_sessions, "max_sessions", 1))
         warm_count = check_count(warm_sessions, "warm_sessions", 0)
-        self._slots = Slots(_check_max_concurrent(max_concurrent))
+        cap = _check_max_concurrent(max_concurrent)
+        self._slots = Slots(cap, *check_short_slots(short_slots, short_wall_time, cap))
         self._pool: WarmPool | None = None
         if size:
             program, source = python_program("", ())
@@ -178,6 +188,16 @@ class Runner:
     def max_concurrent(self) -> int:
         """The most sandboxes this Runner has running at once."""
         return self._slots.size
+
+    @property
+    def short_slots(self) -> int:
+        """The slots kept for short calls (0: none)."""
+        return self._slots.short_slots
+
+    @property
+    def short_wall_time(self) -> float | None:
+        """The most wall time of a short call, in seconds (None without short slots)."""
+        return self._slots.short_wall_time
 
     @property
     def limits(self) -> Limits:
@@ -447,7 +467,7 @@ class Runner:
                 )
                 files = plan.payloads[0] if call.files else b""
                 form = python_form(merged, self._template, files)
-            queued = ticket.wait(call.cancel)
+            queued = ticket.wait(call.cancel, wall_time=checked.wall_time)
             facts = finish(plan, checked, lambda ready: self._facts(ready, form))
             return dataclasses.replace(facts, queued_time=queued)
 
@@ -482,7 +502,7 @@ class Runner:
                         waiter=True,
                     )
                 )
-            ticket.wait(cancel)
+            ticket.wait(cancel, wall_time=float(timeout_max_time_sec))
             return read_output(self._facts(plan, form))
 
     def run(

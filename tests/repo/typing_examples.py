@@ -45,6 +45,9 @@ def many() -> None:
         for outcome in runner.map([Job(code="print(1)")]):
             reveal_type(outcome)  # R: pysandbox.Outcome
             reveal_type(outcome.result)  # R: pysandbox.Result | None
+    with Runner(max_concurrent=3, short_slots=1, short_wall_time=2.5) as runner:
+        reveal_type(runner.short_slots)  # R: int
+        reveal_type(runner.short_wall_time)  # R: float | None
 
 
 async def later() -> None:
