@@ -259,17 +259,26 @@ class SandboxTools:
         except ValueError as exc:
             raise _refused(exc) from None
         async with self._fresh:
-            session = await anyio.to_thread.run_sync(self._start, limits)
+            session = await self._started(limits)
             try:
                 result = await in_thread(
                     lambda cancel: session.run(
                         code, wall_time=limits.wall_time, cpu_time=limits.cpu_time, cancel=cancel
                     )
                 )
+            except SandboxError as exc:
+                raise ToolError(f"the code could not run: {exc}") from None
             finally:
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(session.close)
         return call_result(result, limits, "fresh", None)
+
+    async def _started(self, limits: Limits) -> Session:
+        """``_start`` in a worker thread; a session that cannot start is a tool error."""
+        try:
+            return await anyio.to_thread.run_sync(self._start, limits)
+        except SandboxError as exc:
+            raise ToolError(f"no sandbox could start: {exc}") from None
 
     async def create_session(
         self, wall_time: Seconds = None, cpu_time: Seconds = None, memory: Bytes = None
@@ -280,7 +289,7 @@ class SandboxTools:
         except ValueError as exc:
             raise _refused(exc) from None
         try:
-            session = await anyio.to_thread.run_sync(self._start, limits)
+            session = await self._started(limits)
         except BaseException:
             self.table.unreserve()
             raise

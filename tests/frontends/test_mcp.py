@@ -357,23 +357,26 @@ def test_a_stdio_client_that_dies_mid_call_leaves_no_process() -> None:
     assert survivors(marker, within=PROMPTLY) == []
 
 
-def test_idle_sessions_expire() -> None:
+def test_sessions_are_capped_and_expire_when_idle() -> None:
     marker = unique_marker()
+    options = ["--session-idle-timeout", "1", "--warm-sessions", "0", "--max-sessions", "1"]
 
-    async def body() -> CallToolResult:
-        async with Client(
-            stdio(marker, "--session-idle-timeout", "1", "--warm-sessions", "0")
-        ) as client:
+    async def body() -> tuple[CallToolResult, CallToolResult]:
+        async with Client(stdio(marker, *options)) as client:
             created = await call(client, "create_session")
             assert created.structured_content is not None
             assert created.structured_content["idle_timeout"] == 1
             session_id = created.structured_content["session_id"]
+            full = await call(client, "create_session")
+            assert full.is_error and "already has 1 live sessions" in text(full), full
             assert sandboxes(marker)
             assert await asyncio.to_thread(wait_for, lambda: not sandboxes(marker), slow(5))
-            return await call(client, "run_in_session", session_id=session_id, code="1")
+            expired = await call(client, "run_in_session", session_id=session_id, code="1")
+            return expired, await call(client, "create_session")
 
-    expired = run(body())
+    expired, again = run(body())
     assert expired.is_error and "no call for 1 s (the server's idle timeout)" in text(expired)
+    assert not again.is_error, again
     assert survivors(marker, within=PROMPTLY) == []
 
 
