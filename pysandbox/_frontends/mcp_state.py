@@ -239,6 +239,12 @@ class SessionTable:
             self._forget(session_id, why)
         return live
 
+    def discard(self, session_id: str, why: str) -> None:
+        """Take ``session_id`` out if it is still in (closing it is the caller's)."""
+        with self._lock:
+            if session_id in self._live:
+                self._forget(session_id, why)
+
     def _forget(self, session_id: str, why: str) -> None:
         """Take ``session_id`` out of the live ones, its note kept (the lock held)."""
         self._live.pop(session_id, None)

@@ -19,12 +19,13 @@ from __future__ import annotations
 import base64
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, TypeVar, Union
 from urllib.parse import quote
 
 import anyio
 import anyio.to_thread
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import (
     BlobResourceContents,
@@ -35,8 +36,10 @@ from mcp.types import (
     TextContent,
 )
 from pydantic import BaseModel, Field
+from starlette.requests import Request
 
 from .._api.session import Session
+from .._model.cancel import Cancelled
 from .._model.errors import SandboxError
 from .._model.limits import Limits
 from .._model.record import replace
@@ -56,6 +59,11 @@ from .session_cell import Wording, cell_verdict_text
 __all__ = ["RunOutput", "SandboxTools"]
 
 T = TypeVar("T")
+#: Whether the client of a call went away, when the transport can tell (None: it
+#: cancels the call itself).
+Gone = Union[Callable[[], Awaitable[bool]], None]
+#: Seconds between two looks at whether an HTTP client went away.
+WATCH_PERIOD = 0.2
 
 #: Characters of one text display shown (a figure's ``text/plain`` is left out).
 DISPLAY_TEXT_MAX = 16_384
@@ -136,10 +144,25 @@ class Closed(BaseModel):
     closed: bool
 
 
-async def in_thread(call: Callable[[threading.Event], T]) -> T:
+def departure(ctx: Context) -> Gone:
+    """How to ask whether the client of this tool call went away: the handshake era's
+    streamable HTTP runs a call apart from its HTTP request, so the request's own end is
+    watched (the 2026 protocol's HTTP and stdio cancel the call themselves)."""
+    request = ctx.request_context.request
+    return request.is_disconnected if isinstance(request, Request) else None
+
+
+async def _watch(gone: Callable[[], Awaitable[bool]], cancel: threading.Event) -> None:
+    while not await gone():
+        await anyio.sleep(WATCH_PERIOD)
+    cancel.set()
+
+
+async def in_thread(call: Callable[[threading.Event], T], gone: Gone = None) -> T:
     """``call(cancel)`` in a worker thread.  When the awaiting task is cancelled,
     ``cancel`` is set and the task waits (shielded) for ``call`` to return before the
-    cancellation goes on, so whatever it ran is gone by then."""
+    cancellation goes on, so whatever it ran is gone by then; when ``gone()`` says the
+    client went away, ``cancel`` is set too (``call`` then raises ``Cancelled``)."""
     cancel = threading.Event()
     finished = threading.Event()
 
@@ -149,13 +172,18 @@ async def in_thread(call: Callable[[threading.Event], T]) -> T:
         finally:
             finished.set()
 
-    try:
-        return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
-    except anyio.get_cancelled_exc_class():
-        cancel.set()
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(finished.wait)
-        raise
+    async with anyio.create_task_group() as group:
+        if gone is not None:
+            group.start_soon(_watch, gone, cancel)
+        try:
+            result = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            cancel.set()
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(finished.wait)
+            raise
+        group.cancel_scope.cancel()
+    return result
 
 
 def _display_blocks(result: CellResult) -> list[ContentBlock]:
@@ -163,9 +191,8 @@ def _display_blocks(result: CellResult) -> list[ContentBlock]:
     blocks: list[ContentBlock] = []
     for bundle in result.displays:
         image = next((kind for kind in IMAGE_TYPES if kind in bundle), None)
-        if image is not None:
-            data = bundle[image]
-            assert isinstance(data, bytes)
+        data = bundle[image] if image is not None else None
+        if image is not None and isinstance(data, bytes):
             encoded = base64.b64encode(data).decode("ascii")
             blocks.append(ImageContent(type="image", data=encoded, mime_type=image))
             continue
@@ -252,7 +279,12 @@ class SandboxTools:
         return self.runner.session(limits=replace(server, memory=limits.memory), idle_timeout=idle)
 
     async def run_python(
-        self, code: Code, wall_time: Seconds = None, cpu_time: Seconds = None, memory: Bytes = None
+        self,
+        ctx: Context,
+        code: Code,
+        wall_time: Seconds = None,
+        cpu_time: Seconds = None,
+        memory: Bytes = None,
     ) -> Annotated[CallToolResult, RunOutput]:
         try:
             limits = asked_limits(self.options.limits, wall_time, cpu_time, memory)
@@ -264,8 +296,11 @@ class SandboxTools:
                 result = await in_thread(
                     lambda cancel: session.run(
                         code, wall_time=limits.wall_time, cpu_time=limits.cpu_time, cancel=cancel
-                    )
+                    ),
+                    departure(ctx),
                 )
+            except Cancelled:
+                raise ToolError("the client went away: the run was stopped") from None
             except SandboxError as exc:
                 raise ToolError(f"the code could not run: {exc}") from None
             finally:
@@ -310,6 +345,7 @@ class SandboxTools:
 
     async def run_in_session(
         self,
+        ctx: Context,
         session_id: SessionId,
         code: Code,
         wall_time: Seconds = None,
@@ -325,8 +361,11 @@ class SandboxTools:
             result = await in_thread(
                 lambda cancel: live.session.run(
                     code, wall_time=limits.wall_time, cpu_time=limits.cpu_time, cancel=cancel
-                )
+                ),
+                departure(ctx),
             )
+        except Cancelled:
+            raise ToolError("the client went away: the call was rolled back") from None
         except SandboxError as exc:
             raise ToolError(f"session {session_id!r}: {exc}") from None
         finally:
@@ -334,7 +373,7 @@ class SandboxTools:
             live.last_used = time.monotonic()
         live.files.update(result.files)
         if result.lost:
-            self.table.pop(session_id, f"it was lost: {result.reason}")
+            self.table.discard(session_id, f"it was lost: {result.reason}")
             await anyio.to_thread.run_sync(live.session.close)
         return call_result(result, limits, session_id, session_id)
 

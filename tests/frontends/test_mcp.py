@@ -199,7 +199,9 @@ def test_a_session_keeps_its_state_and_rolls_back_a_call_past_its_wall_time(
             session_id = created.structured_content["session_id"]
             assert created.structured_content["wall_time"] == 20
 
-            first = await call(client, "run_in_session", session_id=session_id, code="x = 40")
+            shown = "x = 40\ndisplay({'text/markdown': '**forty**'}, raw=True)"
+            first = await call(client, "run_in_session", session_id=session_id, code=shown)
+            assert [block.text for block in first.content[1:]] == ["**forty**"]  # type: ignore[union-attr]
             assert (
                 first.structured_content is not None
                 and first.structured_content["outcome"] == "committed"
@@ -325,19 +327,44 @@ def test_a_dropped_request_kills_its_sandbox_and_a_session_goes_on(
     run(body())
 
 
-#: A client of its own process: it starts a busy fresh run, says so, and waits.
+#: A client in a process of its own, to be killed: it starts a session and a busy fresh
+#: run, on an HTTP server (``URL MODE``) or on a stdio server it starts (its command).
 DYING_CLIENT = """
 import asyncio, os, sys
 from mcp import Client, StdioServerParameters
 
 async def main():
-    server = StdioServerParameters(command=sys.executable, args=sys.argv[1:])
-    async with Client(server) as client:
+    if sys.argv[1].startswith("http://"):
+        client = Client(sys.argv[1], mode=sys.argv[2])
+    else:
+        client = Client(StdioServerParameters(command=sys.executable, args=sys.argv[1:]))
+    async with client:
         await client.call_tool("create_session", {})
         await client.call_tool("run_python", {"code": os.environ["BUSY"]})
 
 asyncio.run(main())
 """
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_an_http_client_that_dies_mid_call_leaves_no_process_of_its_run(
+    http_server: HttpServer, mode: str
+) -> None:
+    """The client is SIGKILLed while its fresh run is busy: the dropped request ends the
+    run, whose sandbox is killed and reaped; the server and its session live on."""
+    child = unique_marker()
+    env = {**os.environ, "BUSY": BUSY.format(child=child)}
+    before = len(sandboxes(http_server.marker))
+    client = subprocess.Popen([sys.executable, "-c", DYING_CLIENT, http_server.url, mode], env=env)
+    try:
+        assert wait_for(lambda: pids_with_marker(child), slow(20))
+        assert len(sandboxes(http_server.marker)) == before + 2  # the busy run's, the session's
+    finally:
+        client.kill()
+        client.wait()
+    assert survivors(child, within=PROMPTLY) == []
+    assert wait_for(lambda: len(sandboxes(http_server.marker)) == before + 1)
+    assert http_server.process.poll() is None
 
 
 def test_a_stdio_client_that_dies_mid_call_leaves_no_process() -> None:
