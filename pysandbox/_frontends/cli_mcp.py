@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import sys
 
+from .._api.run import check_env
+from .._launch.readable import check_readable
 from .._model.units import parse_seconds
 from .cli_batch import whole_number
 from .mcp_state import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, ServerOptions
@@ -141,5 +143,10 @@ def mcp_command(parser: Usage, options: argparse.Namespace) -> int:
         env=pairs(parser, "--env", options.env),
         readable=tuple(options.readable),
     )
+    try:
+        check_env(server_options.env)
+        check_readable(server_options.readable)
+    except (TypeError, ValueError) as exc:
+        parser.error(str(exc))
     serve(server_options, http)
     return 0
