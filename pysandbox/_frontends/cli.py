@@ -9,6 +9,8 @@ program's.
 ``pysandbox batch JOBS.jsonl --out RESULTS.jsonl`` runs one job per line of JOBS and
 appends one outcome line per job to RESULTS, resuming where an earlier run stopped;
 with ``--scheduler tcp://HOST:8786`` the jobs run on the workers of a Dask cluster.
+``pysandbox mcp`` serves the Model Context Protocol (over stdio, or streamable HTTP with
+``--http``) with tools that run Python in sandboxes and sessions, for agents.
 ``pysandbox selftest`` and ``pysandbox demo`` run the self-test and the reference demo;
 bare ``python -m pysandbox`` is the demo, and ``--selftest`` is ``selftest``.
 """
@@ -161,6 +163,24 @@ def _add_batch(commands: _Commands) -> argparse.ArgumentParser:
     return parser
 
 
+def _add_mcp(commands: _Commands) -> argparse.ArgumentParser:
+    """``mcp``'s sub-parser, added to ``commands``."""
+    from .cli_mcp import add_mcp_options, mcp_command
+
+    parser = _add_command(
+        commands,
+        "mcp",
+        "serve the Model Context Protocol: tools that run Python in sandboxes, for agents",
+        "Serve the Model Context Protocol over stdio (or streamable HTTP with --http) with\n"
+        "tools that run Python in fresh sandboxes and in live sessions (docs/mcp.rst).\n"
+        "The limit options are the most a tool call may ask for, and its defaults.\n"
+        "Needs Python 3.10+ and the MCP SDK: pip install 'pysandbox[mcp]'.",
+    )
+    add_mcp_options(parser)
+    parser.set_defaults(handler=mcp_command, parser=parser)
+    return parser
+
+
 def _add_selftest(commands: _Commands) -> argparse.ArgumentParser:
     """``selftest``'s sub-parser, added to ``commands``."""
     parser = _add_command(
@@ -183,6 +203,7 @@ _COMMANDS: dict[str, Callable[[_Commands], argparse.ArgumentParser]] = {
     "run": _add_run,
     "python": _add_python,
     "batch": _add_batch,
+    "mcp": _add_mcp,
     "selftest": _add_selftest,
     "demo": _add_demo,
 }
@@ -254,7 +275,7 @@ def _parse(argv: list[str]) -> tuple[Usage, argparse.Namespace]:
     parser = build_parser(argv[0])
     options = parser.parse_args(argv)
     if options.command is None:
-        parser.error("choose a command: run, python, batch, selftest or demo")
+        parser.error("choose a command: run, python, batch, mcp, selftest or demo")
     return options.parser, options
 
 

@@ -13,11 +13,19 @@ from __future__ import annotations
 
 from .._model.escape import escape_controls
 from .._model.limits import Limits
+from .._model.record import record
 from .._model.rich import Bundle
 from .._model.session_result import CellResult
 from .._model.verdict import LIMIT_STATUSES, limit_hit, size_text
 
-__all__ = ["cell_verdict_html", "cell_verdict_text", "display_data", "value_data"]
+__all__ = [
+    "CELL_WORDS",
+    "Wording",
+    "cell_verdict_html",
+    "cell_verdict_text",
+    "display_data",
+    "value_data",
+]
 
 #: Output files named in the verdict; more are counted.
 LISTED_FILES = 20
@@ -58,18 +66,31 @@ def _cut_short(result: CellResult, limits: Limits) -> list[str]:
     return notes
 
 
-def _parts(result: CellResult, limits: Limits, name: str) -> tuple[str, str]:
+@record
+class Wording:
+    """The words of a verdict that depend on who shows it: what a call is called
+    (``"cell"``) and what to do after a session was lost."""
+
+    unit: str = "cell"
+    after_loss: str = "the next cell naming it starts it anew"
+
+
+#: The magic's words.
+CELL_WORDS = Wording()
+
+
+def _parts(result: CellResult, limits: Limits, name: str, words: Wording) -> tuple[str, str]:
     """The verdict's label (``committed``, ``rolled back``, ``lost``) and the rest of
     its line, both still unescaped."""
     if result.lost:
         reason = result.reason or "no reason given"
-        return "lost", f"session {name!r}: {reason}; the next cell naming it starts it anew"
+        return "lost", f"session {name!r}: {reason}; {words.after_loss}"
     if result.rolled_back:
         label = "rolled back"
         hit = limit_hit(result, limits) if result.status in LIMIT_STATUSES else ""
         head = (
             f"in session {name!r}: {result.status.value}{hit}, {result.reason}; "
-            "its state is as before this cell"
+            f"its state is as before this {words.unit}"
         )
     else:
         label = "committed"
@@ -79,11 +100,14 @@ def _parts(result: CellResult, limits: Limits, name: str) -> tuple[str, str]:
     return label, "; ".join([head, ", ".join([_numbers(result), *_cut_short(result, limits)])])
 
 
-def cell_verdict_text(result: CellResult, limits: Limits, name: str) -> str:
+def cell_verdict_text(
+    result: CellResult, limits: Limits, name: str, words: Wording = CELL_WORDS
+) -> str:
     """The line shown after a session cell's output, control characters escaped:
     ``pysandbox: committed in session 'a'; cpu 0.00 s, wall 0.00 s, max rss 9.1 MiB``.
-    ``limits`` are the call's (for the limit that rolled it back)."""
-    label, rest = _parts(result, limits, name)
+    ``limits`` are the call's (for the limit that rolled it back); ``words`` those of
+    the front end that shows it (the MCP server's call a cell a call)."""
+    label, rest = _parts(result, limits, name, words)
     return _inert(f"pysandbox: {label} {rest}")
 
 
@@ -92,7 +116,7 @@ def cell_verdict_html(result: CellResult, limits: Limits, name: str) -> str:
     nothing, red otherwise."""
     import html
 
-    label, rest = _parts(result, limits, name)
+    label, rest = _parts(result, limits, name, CELL_WORDS)
     colour = _OK_COLOUR if result else _FAIL_COLOUR
     return (
         f'<div><strong style="color: {colour}">{html.escape(label)}</strong> '
