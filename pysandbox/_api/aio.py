@@ -83,7 +83,8 @@ async def in_thread(call: Callable[[threading.Event], _T]) -> _T:
     One thread per run (the C core releases the GIL while it waits), so any number of
     runs overlap, unlike a bounded executor.  Cancelling the awaiting task sets the
     event: the C core kills the sandbox at its next tick (50 ms), reaps it, and only
-    then does the cancellation propagate, so no process outlives the task.
+    then does the cancellation propagate (however often the task is cancelled again
+    meanwhile), so no process outlives the task.
     """
     loop = asyncio.get_running_loop()
     done: asyncio.Future[_T] = loop.create_future()
@@ -111,8 +112,11 @@ async def in_thread(call: Callable[[threading.Event], _T]) -> _T:
         return await asyncio.shield(done)
     except asyncio.CancelledError:
         cancel.set()
-        with contextlib.suppress(Cancelled, Exception):
-            await asyncio.shield(done)
+        # Until the run has ended: anyio's cancel scopes (FastAPI, the MCP SDK) cancel
+        # every await of a cancelled task again, not only the first.
+        while not done.done():
+            with contextlib.suppress(asyncio.CancelledError, Cancelled, Exception):
+                await asyncio.shield(done)
         raise
 
 

@@ -118,6 +118,23 @@ def test_cancelling_kills_the_sandbox_promptly() -> None:
     assert survivors(marker) == []
 
 
+def test_a_cancel_scope_that_cancels_again_still_waits_for_the_sandbox_to_end() -> None:
+    """anyio (under FastAPI, Starlette and the MCP SDK) cancels every await of a task
+    whose scope was cancelled, not only the first: the run still returns only once its
+    sandbox is gone, so nothing of it is left the moment the scope exits."""
+    anyio = pytest.importorskip("anyio")
+    marker = unique_marker()
+
+    async def main() -> list[int]:
+        with anyio.move_on_after(slow(2)):
+            await run_python_async(
+                "import time; time.sleep(60)", args=[marker], limits=Limits(wall_time=30)
+            )
+        return pids_with_marker(marker)
+
+    assert anyio.run(main) == []
+
+
 #: How long the sandboxed program of the event-loop test sleeps; a loop blocked by the
 #: run would not tick for that long.
 BLOCKING = 2.0
