@@ -29,7 +29,7 @@ import time
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from typing import Any
+    from typing import Any, NoReturn
 
 #: A frame's header: kind, then length.
 FRAME = struct.Struct(">BI")
@@ -342,25 +342,47 @@ def install(fd: int, cap: int) -> Shows:
 def run_script(argv: Sequence[str]) -> None:
     """A one-shot run's program (``python -c PROGRAM FD CAP PATH ARGS...``): the display
     hook installed, then the file ``PATH`` run as ``python PATH ARGS...`` runs it (the
-    same ``sys.argv``, ``sys.path[0]`` and ``__main__``; an uncaught exception's
-    traceback without this program's frames), then the figures still open shown."""
-    import runpy
+    same ``sys.argv``, ``sys.path[0]``, a ``__main__`` of its own that stays, the exit
+    status, atexit and threads), then the figures still open shown.  An uncaught
+    exception's traceback has none of this program's frames."""
+    import importlib.machinery
+    import types
 
     fd, cap, path, *args = argv
     shows = install(int(fd), int(cap))
     sys.argv = [path, *args]
-    sys.path[0] = os.path.dirname(path)
+    if not getattr(sys.flags, "safe_path", False):
+        sys.path[0] = os.path.dirname(path)  # where ``-c`` put ""
+    main = types.ModuleType("__main__")
+    main.__file__ = path
+    main.__loader__ = importlib.machinery.SourceFileLoader("__main__", path)
+    main.__builtins__ = builtins  # type: ignore[attr-defined]
+    sys.modules["__main__"] = main
     try:
-        runpy.run_path(path, run_name="__main__")
+        with open(path, "rb") as source:
+            code = compile(source.read(), path, "exec", dont_inherit=True)
+        exec(code, main.__dict__)
     except SystemExit:
         shows.open_figures()
         raise
     except BaseException as exc:
         shows.open_figures()
-        trace = exc.__traceback__
-        while trace is not None and trace.tb_frame.f_code.co_filename != path:
-            trace = trace.tb_next
-        sys.excepthook(type(exc), exc.with_traceback(trace), trace)
-        flush()
-        os._exit(1)
+        uncaught(exc, path)
     shows.open_figures()
+
+
+def uncaught(exc: BaseException, path: str) -> NoReturn:
+    """End as the interpreter ends on an uncaught exception: its traceback from the
+    script's first frame on, then exit status 1 (atexit handlers run, threads are
+    joined), or death by SIGINT for a ``KeyboardInterrupt``."""
+    trace = exc.__traceback__
+    while trace is not None and trace.tb_frame.f_code.co_filename != path:
+        trace = trace.tb_next
+    sys.excepthook(type(exc), exc.with_traceback(trace), trace)
+    if isinstance(exc, KeyboardInterrupt):
+        import signal
+
+        flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    raise SystemExit(1) from None

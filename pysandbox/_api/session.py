@@ -378,6 +378,7 @@ class Session:
             "displays_max": limits.displays,
             "displays_count": limits.displays_count,
             "values_max": limits.values,
+            "pull": bool(values.pull),
         }
         started = time.monotonic()
         deadline = started + limits.wall_time + GRACE
@@ -390,6 +391,11 @@ class Session:
             result = reply.result(time.monotonic() - started)
         except ProtocolError as exc:
             return self._lose(str(exc), reply, started)
+        except SandboxError:
+            raise  # its files were refused before it was sent: the session goes on
+        except BaseException:  # frames half read: never taken for the next call's
+            self._end("a call's answer could not be read whole")
+            raise
         if result.lost:
             return self._lose(result.reason, reply, started)
         if reply.stopped_by is not None:

@@ -84,8 +84,10 @@ STARTED, FINISHED, OUT_OF_MEMORY, ENDED = (ord(c) for c in "sfme")
 #: state to keeper: done.
 REAP, REAPED = ord("p"), ord("r")
 CHUNK = 65536
-#: Bytes of a frame of variables beyond the codec's: its wrapping.
+#: Bytes of a frame of variables beyond the codec's: its wrapping; and those a frame
+#: that says why there are none may take whatever the cap.
 VALUES_ROOM = 64
+ERROR_ROOM = 32 * 1024
 #: Characters of the reason why variables could not be sent.
 VALUE_ERROR_MAX = 4096
 
@@ -593,7 +595,7 @@ class Call:
             keeper.reply_fd,
             request["displays_max"],
             request["displays_count"],
-            request["values_max"] + VALUES_ROOM,
+            max(request["values_max"], ERROR_ROOM) + VALUES_ROOM if request["pull"] else -1,
         )
 
     def run(self) -> None:
@@ -898,8 +900,8 @@ class Displays:
                 return
             kind, length = HEADER.unpack_from(buffer)
             if not self.fits(kind, length):
-                self.truncated = self.truncated or kind == DISPLAY
                 self.broken = kind not in (DISPLAY, VALUES)
+                self.truncated = self.truncated or kind == DISPLAY or self.broken
                 del buffer[: HEADER.size]
                 self.skip = length
                 continue

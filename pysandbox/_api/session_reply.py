@@ -13,10 +13,10 @@ from collections.abc import Callable
 from typing import Optional, TypeVar
 
 from .._model.cancel import CancelEvent, Cancelled
-from .._model.display_frames import display_parts
+from .._model.display_frames import checked_display, display_parts
 from .._model.filestream import name_problem
 from .._model.limits import Limits
-from .._model.rich import Bundle, checked_bundle
+from .._model.rich import Bundle
 from .._model.session_result import (
     COMMITTED,
     LOST,
@@ -51,8 +51,10 @@ __all__ = ["VALUE_CAP", "CallbackRaised", "OnEvent", "Reply"]
 
 #: An ``on_event`` callback: shown each ``OutputEvent`` of a call, in order.
 OnEvent = Optional[Callable[[OutputEvent], object]]
-#: Bytes of a frame of variables beyond the codec's (the keeper's ``VALUES_ROOM``).
+#: Bytes of a frame of variables beyond the codec's (the keeper's ``VALUES_ROOM``), and
+#: those a frame that says why there are none may take whatever ``Limits.values``.
 VALUES_ROOM = 64
+ERROR_ROOM = 32 * 1024
 #: Characters of the reason why variables did not come back.
 VALUE_ERROR_MAX = 4096
 #: Why variables did not come back, as the keeper says it: a name not defined, a value
@@ -118,6 +120,10 @@ class Reply:
         self.display_frames = 0
         self.display_bytes = 0
         self.value_displayed = False
+        #: A display was malformed, or nothing of it fit: left out.
+        self.displays_dropped = False
+        #: A pull asked for variables: the keeper may send them once.
+        self.expects_values = False
         #: The variables the call sent back (``Session.pull``), or why it could not:
         #: ``(kind, reason)``, the kind one of ``PULL_ERRORS``'.
         self.values: dict[str, object] | None = None
@@ -136,7 +142,7 @@ class Reply:
             STDERR: CHUNK_MAX,
             FILE: max(0, room) + 4 + 4096,
             DISPLAY: max(0, self.limits.displays - self.display_bytes),
-            VALUES: 0 if self.values_taken else self.limits.values + VALUES_ROOM,
+            **({VALUES: values_bound(self.limits)} if self.values_wanted() else {}),
             DONE: CONTROL_MAX,
             FATAL: CONTROL_MAX,
         }
@@ -189,14 +195,21 @@ class Reply:
             raise ProtocolError("the keeper sent more displays than the call's cap")
         parts = display_parts(payload)
         if parts is None:
+            self.displays_dropped = True
             return
         raw, is_value = parts
-        bundle = checked_bundle(raw, max_bytes=self.limits.displays)
+        bundle = checked_display(raw, self.limits.displays)
         if bundle is None:
+            self.displays_dropped = True
             return
         self.displays.append(bundle)
         self.value_displayed = self.value_displayed or is_value
         self._show(self.on_event, OutputEvent("display", bundle))
+
+    def values_wanted(self) -> bool:
+        """Whether the keeper may send the call's variables now: asked for, not yet
+        sent."""
+        return self.expects_values and not self.values_taken
 
     def _take_values(self, payload: bytes) -> None:
         """Keep the variables a call sent back, decoded (``value_codec``) from hostile
@@ -297,7 +310,7 @@ class Reply:
             files=self.files,
             files_truncated=done.get("files_truncated") is True,
             displays=tuple(self.displays),
-            displays_truncated=done.get("displays_truncated") is True,
+            displays_truncated=done.get("displays_truncated") is True or self.displays_dropped,
             value_displayed=self.value_displayed,
             returncode=returncode,
             signal=signal,
@@ -332,3 +345,8 @@ def _error(value: object) -> CellError | None:
     if any(field is None for field in fields):
         raise ProtocolError("the keeper sent an unfit error")
     return CellError(*(str(field) for field in fields))
+
+
+def values_bound(limits: Limits) -> int:
+    """Bytes the frame of a call's variables may take: the keeper's ``Displays`` bound."""
+    return max(limits.values, ERROR_ROOM) + VALUES_ROOM

@@ -40,6 +40,7 @@ _PULL_ERRORS: dict[str, type[Exception]] = {
 def _values_call(session: Session, values: Values) -> tuple[CellResult, Reply]:
     """A call of ``session`` that only sets or sends back variables."""
     reply = Reply(session.limits)
+    reply.expects_values = bool(values.pull)
     return session._locked_call("", [], None, reply, values), reply
 
 

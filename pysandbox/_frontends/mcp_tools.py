@@ -41,6 +41,7 @@ from starlette.requests import Request
 from .._api.session import Session
 from .._model.cancel import Cancelled
 from .._model.errors import SandboxError
+from .._model.escape import escape_controls
 from .._model.limits import Limits
 from .._model.record import replace
 from .._model.session_result import CellResult
@@ -172,18 +173,27 @@ async def in_thread(call: Callable[[threading.Event], T], gone: Gone = None) -> 
         finally:
             finished.set()
 
+    # What ``call`` returned or raised, kept to be handed on outside the task group:
+    # anyio wraps what escapes a group's body in an exception group, which would hide a
+    # ``SandboxError`` or ``Cancelled`` from the tools' handlers.
+    outcome: list[T] = []
+    failure: list[Exception] = []
     async with anyio.create_task_group() as group:
         if gone is not None:
             group.start_soon(_watch, gone, cancel)
         try:
-            result = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+            outcome.append(await anyio.to_thread.run_sync(work, abandon_on_cancel=True))
         except anyio.get_cancelled_exc_class():
             cancel.set()
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(finished.wait)
             raise
+        except Exception as exc:
+            failure.append(exc)
         group.cancel_scope.cancel()
-    return result
+    if failure:
+        raise failure[0]
+    return outcome[0]
 
 
 def _display_blocks(result: CellResult) -> list[ContentBlock]:
@@ -242,7 +252,7 @@ def call_result(
             message=capped_text(error.message, limits.stderr),
             traceback=capped_text(error.traceback, limits.stderr),
         ),
-        files={path: len(data) for path, data in result.files.items()},
+        files={escape_controls(path): len(data) for path, data in result.files.items()},
         images=sum(isinstance(block, ImageContent) for block in blocks),
         wall_time=result.wall_time,
         cpu_time=result.cpu_time,
@@ -381,7 +391,7 @@ class SandboxTools:
         live = self._live(session_id)
         listing = live.files.listing()
         return FileListing(
-            files=[FileEntry(path=path, size=size) for path, size in listing],
+            files=[FileEntry(path=escape_controls(path), size=size) for path, size in listing],
             dropped=live.files.dropped,
         )
 
@@ -396,7 +406,7 @@ class SandboxTools:
         except KeyError:
             raise ToolError(f"session {session_id!r} returned no file {path!r}") from None
         shown = data[:READ_MAX]
-        note = f"{path}: {size_text(len(data))}"
+        note = f"{escape_controls(path)}: {size_text(len(data))}"
         if len(data) > READ_MAX:
             note += f", the first {size_text(READ_MAX)} shown"
         text = file_text(shown)

@@ -11,7 +11,7 @@ import struct
 from .rich import Bundle, checked_bundle
 from .untrusted import UntrustedInputError, loads
 
-__all__ = ["display_parts", "stream_displays"]
+__all__ = ["checked_display", "display_parts", "stream_displays"]
 
 #: A frame's header: kind, then length (big-endian).
 FRAME = struct.Struct(">BI")
@@ -62,6 +62,16 @@ def display_parts(payload: bytes) -> tuple[dict[str, bytes | str], bool] | None:
     return raw, header.get("value") is True
 
 
+def checked_display(raw: dict[str, bytes | str], max_bytes: int) -> Bundle | None:
+    """``raw`` as a checked and sanitized ``Bundle``, or None when nothing of it is fit
+    or it is refused whole (over ``max_bytes`` once made safe: escaping and replaced
+    invalid UTF-8 make text grow)."""
+    try:
+        return checked_bundle(raw, max_bytes=max_bytes)
+    except ValueError:
+        return None
+
+
 def stream_displays(
     data: bytes, cut_short: bool, max_bytes: int, max_count: int
 ) -> tuple[tuple[Bundle, ...], bool]:
@@ -82,7 +92,9 @@ def stream_displays(
         if parts is None or used > max_bytes or len(kept) >= max_count:
             left_out = True
             continue
-        bundle = checked_bundle(parts[0], max_bytes=max_bytes)
-        if bundle is not None:
+        bundle = checked_display(parts[0], max_bytes)
+        if bundle is None:
+            left_out = True
+        else:
             kept.append(bundle)
     return tuple(kept), left_out or offset != len(data)

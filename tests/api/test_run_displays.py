@@ -137,3 +137,35 @@ def test_the_display_pipe_needs_a_descriptor_to_spare() -> None:
         "display(1)", displays=True, limits=Limits(open_files=MIN_OPEN_FILES + 1)
     )
     assert result and [bundle["text/plain"] for bundle in result.displays] == ["1"], result
+
+
+AT_THE_END = """
+import atexit, threading, time
+atexit.register(print, 'atexit ran')
+out = open('out.txt', 'w')
+out.write('buffered, not flushed')
+threading.Thread(target=lambda: (time.sleep(0.2), print('thread joined'))).start()
+raise ValueError('the end')
+"""
+
+
+def test_an_uncaught_exception_ends_the_run_as_python_ends_it() -> None:
+    """atexit handlers run, threads are joined, buffered files are flushed, and the
+    status and traceback are the interpreter's own, with displays as without."""
+    plain = pysandbox.run_python(AT_THE_END)
+    shown = pysandbox.run_python(AT_THE_END, displays=True)
+    assert plain.stdout == b"thread joined\natexit ran\n", plain
+    assert (shown.returncode, shown.stdout, shown.stderr) == (
+        plain.returncode,
+        plain.stdout,
+        plain.stderr,
+    )
+    assert shown.files == plain.files == {"out.txt": b"buffered, not flushed"}
+
+
+def test_a_display_that_grows_once_made_safe_is_left_out_of_a_one_shot_run() -> None:
+    limits = Limits(displays=64 * 1024, cpu_time=5)
+    code = "display({'text/plain': b'\\xff' * 40_000}, raw=True)\ndisplay('kept')"
+    result = pysandbox.run_python(code, displays=True, limits=limits)
+    assert result and [bundle["text/plain"] for bundle in result.displays] == ["'kept'"]
+    assert result.displays_truncated

@@ -233,3 +233,45 @@ def test_run_async_hands_events_to_a_coroutine_on_the_loop(session: Session) -> 
 def test_on_event_must_be_callable(session: Session) -> None:
     with pytest.raises(TypeError, match="on_event"):
         session.run("1", on_event="print")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "grows",
+    ["{'text/plain': b'\\xff' * 40_000}", "{'text/markdown': '<' * 30_000}"],
+    ids=["invalid UTF-8", "markdown to escape"],
+)
+def test_a_display_that_grows_once_made_safe_is_left_out_and_the_session_goes_on(
+    grows: str,
+) -> None:
+    """A display within the cap as sent may pass it once made safe (each invalid byte
+    becomes three, each ``<`` four): it is left out, and the call and the next keep
+    their own answers."""
+    with watched_session(Limits(memory=1024 * MiB, cpu_time=5, displays=64 * 1024)) as small:
+        result = small.run(f"display({grows}, raw=True)\ndisplay('kept')\nprint('done')")
+        assert result and result.stdout == b"done\n", result
+        assert [bundle["text/plain"] for bundle in result.displays] == ["'kept'"]
+        assert result.displays_truncated
+        assert small.run("print('next')").stdout == b"next\n"
+
+
+def test_a_stream_broken_by_a_frame_of_another_kind_says_displays_were_left_out(
+    session: Session,
+) -> None:
+    code = (
+        "import os, struct\nfd = display.__self__.fd\n"
+        "os.write(fd, struct.pack('>BI', ord('O'), 5) + b'hello')\ndisplay('lost')"
+    )
+    result = session.run(code)
+    assert result and result.displays == () and result.displays_truncated, result
+
+
+def test_variables_a_call_did_not_ask_for_are_never_read_by_the_host(session: Session) -> None:
+    """Only a pull's call may send variables: a frame of them forged in any other call
+    is skipped in the sandbox, however large, and the host never parses it."""
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    forged = "b'{\"values\": [' + b'{},' * 3_000_000 + b'{}]}'"
+    result = session.run(f"display.__self__.send_frame(ord('V'), {forged})\nprint('sent')")
+    assert result and result.stdout == b"sent\n", result
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown < 32 * 1024, f"the host grew by {grown} KiB"
+    assert session.run("1").value == "1"

@@ -138,3 +138,13 @@ def test_forged_values_cannot_harm_the_host(session: Session, forged: str) -> No
         session.pull("x")
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 16 * 1024
     assert session.run("1 + 1").value == "2"
+
+
+def test_why_a_variable_did_not_come_back_is_told_whatever_the_cap() -> None:
+    """The reason (a name not defined, quoted in full) may be longer than a small
+    ``Limits.values``: it still comes back as the right exception."""
+    with (
+        watched_session(Limits(values=100, cpu_time=5)) as small,
+        pytest.raises(NameError, match="is not defined"),
+    ):
+        small.pull("a" * 300)

@@ -32,6 +32,8 @@ mcp = pytest.importorskip("mcp")
 from mcp import Client, StdioServerParameters  # noqa: E402
 from mcp.types import CallToolResult, EmbeddedResource, ImageContent  # noqa: E402
 
+from pysandbox import Cancelled, SandboxError  # noqa: E402
+
 T = TypeVar("T")
 
 SERVER = [sys.executable, "-m", "pysandbox", "mcp"]
@@ -437,3 +439,22 @@ def test_an_http_address_that_is_not_loopback_is_refused(address: str, message: 
         [*SERVER, "--http", address], capture_output=True, text=True, timeout=slow(20)
     )
     assert done.returncode == 2 and message in done.stderr, done
+
+
+@pytest.mark.parametrize("error", [SandboxError("no sandbox"), Cancelled("client gone")])
+def test_a_failure_of_the_call_reaches_the_tools_as_itself(error: Exception) -> None:
+    """What the worker raises comes out of ``in_thread`` as it is, not wrapped in the
+    exception group of its task group, so the tools' handlers turn it into a tool error
+    with its reason."""
+    import anyio
+
+    from pysandbox._frontends.mcp_tools import in_thread
+
+    def fail(cancel: threading.Event) -> None:
+        raise error
+
+    async def never_gone() -> bool:
+        return False
+
+    with pytest.raises(type(error), match=str(error)):
+        anyio.run(in_thread, fail, never_gone)
