@@ -36,7 +36,9 @@ from pysandbox import Cancelled, SandboxError  # noqa: E402
 
 T = TypeVar("T")
 
-SERVER = [sys.executable, "-m", "pysandbox", "mcp"]
+#: ``-I``: the installed package, whatever the working directory (a module fixture runs
+#: before the tests' own, in the checkout, whose ``pysandbox`` has no C extension).
+SERVER = [sys.executable, "-I", "-m", "pysandbox", "mcp"]
 #: The most a call may ask for: room for ``import matplotlib`` on a busy 2-core machine.
 LIMITS = ["--wall-time", "120", "--cpu-time", "60", "--memory", "1G"]
 #: The longest a whole test's client may wait for its server.
@@ -111,9 +113,13 @@ class HttpServer:
 
         self._drain = threading.Thread(target=drain, daemon=True)
         self._drain.start()
-        assert listening.wait(slow(20)), self.lines
-        found = re.search(r"listening on (http://127\.0\.0\.1:\d+/mcp)", "".join(self.lines))
-        assert found, self.lines
+        found = None
+        if listening.wait(slow(20)):
+            found = re.search(r"listening on (http://127\.0\.0\.1:\d+/mcp)", "".join(self.lines))
+        if found is None:  # reaped here: no zombie for the next tests to see
+            self.process.kill()
+            self.process.wait()
+            raise AssertionError(self.lines)
         self.url = found[1]
 
     def stop(self) -> int:

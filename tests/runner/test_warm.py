@@ -214,8 +214,11 @@ def test_an_uncaught_exception_reads_the_same() -> None:
     with Runner(warm=1) as runner:
         runner.run_python("pass", args=["x"])
         wait_ready(runner)
+        # Counted from here: on a slow machine the first call itself may already have
+        # found a warm sandbox (the last CI runs saw 2).
+        taken = runner._pool.taken  # type: ignore[union-attr]
         warm = runner.run_python(TRACEBACK, args=["x"])
-        assert runner._pool.taken == 1  # type: ignore[union-attr]
+        assert runner._pool.taken == taken + 1  # type: ignore[union-attr]
     assert fresh.returncode == warm.returncode == 1
     assert warm.stdout == fresh.stdout == b"ran ['x']\n"
     assert warm.stderr == fresh.stderr
