@@ -221,7 +221,8 @@ static int pump_loop(struct pump *p, double started, int *exited)
         sbx_close_fd(&child->in_fd);
 
     for (;;) {
-        struct pollfd fds[3 + SBX_MAX_CAPTURES];
+        /* stdin, stdout, stderr, every capture, the child's pidfd. */
+        struct pollfd fds[1 + 2 + SBX_MAX_CAPTURES + 1];
         int pid_slot = 1 + p->n_streams;
         double now = sbx_monotonic();
         int i, n, rc;
