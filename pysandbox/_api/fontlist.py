@@ -97,7 +97,8 @@ def valid(name: str, data: bytes) -> bool:
         return False
     if not isinstance(value, dict) or value.get("__class__") != "FontManager":
         return False
-    if value.get("_version") != version:
+    stored = value.get("_version")  # an int before matplotlib 3.10 (390), a str since
+    if type(stored) not in (int, str) or str(stored) != version:
         return False
     for key in ("ttflist", "afmlist"):
         entries = value.get(key)

@@ -273,6 +273,12 @@ def test_valid_refuses_what_matplotlib_would_not_have_written() -> None:
     for name, value in bad:
         assert not fontlist.valid(name, json.dumps(value).encode()), (name, value)
     assert not fontlist.valid("fontlist-v3.1.json", b"\xff" + json.dumps(good).encode())
+    # Before matplotlib 3.10 the version is an int (``fontlist-v390.json`` holds 390).
+    older = {**good, "_version": 390}
+    assert fontlist.valid("fontlist-v390.json", json.dumps(older).encode())
+    for version in (391, True, [390], 390.0):
+        stray = json.dumps({**good, "_version": version}).encode()
+        assert not fontlist.valid("fontlist-v390.json", stray), version
 
 
 @pytest.mark.no_bwrap
