@@ -11,18 +11,31 @@ pysandbox that imports pytest: ``import pysandbox`` never does.
 from __future__ import annotations
 
 import dataclasses
-import threading
 from collections.abc import Generator, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ._api.aio import run_async, run_python_async
 from ._api.run import run, run_python
+from ._frontends.pytest_runs import (
+    SECTION_PREFIX,
+    record_run,
+    recorded_results,
+    run_sections,
+    sandbox_report,
+    shorten,
+)
+from ._frontends.pytest_session import (
+    LiveSession,
+    SessionSandbox,
+    check_module_marker,
+    load_plan,
+)
 from ._model.limits import Limits
 from ._model.result import Result, output_tails
 from ._model.units import LIMIT_OPTIONS
-from ._model.verdict import describe, size_text
+from ._model.verdict import describe
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -31,8 +44,6 @@ if TYPE_CHECKING:
 
 __all__ = ["SECTION_PREFIX", "Sandbox", "sandbox_report"]
 
-#: The title of each run's report section starts with it: ``"pysandbox run 1: ['./prog']"``.
-SECTION_PREFIX = "pysandbox run"
 
 #: The fields of ``Limits``, by name, with the type of their default (float, int, bool).
 _FIELD_TYPES: dict[str, type] = {
@@ -44,23 +55,11 @@ _PARSERS = {option.field: option.parse for option in LIMIT_OPTIONS}
 #: The fields that are counts, not sizes.
 _COUNTS = {option.field for option in LIMIT_OPTIONS if option.metavar == "N"}
 _INI_PREFIX = "sandbox_"
-#: How long a title's program or code may be before it is cut.
-_TITLE_WIDTH = 60
 _TRUE_WORDS = ("1", "true", "yes", "on")
 _FALSE_WORDS = ("0", "false", "no", "off")
 
 
-class _Run(NamedTuple):
-    """One run made through the fixture: its number in the test, what ran, how it went."""
-
-    number: int
-    what: str
-    limits: Limits
-    result: Result
-
-
 _BASE_LIMITS = pytest.StashKey[Limits]()
-_RUNS = pytest.StashKey["list[_Run]"]()
 
 
 def _parse(name: str, text: str) -> object:
@@ -91,7 +90,7 @@ def _base_limits(config: pytest.Config) -> Limits:
     return limits
 
 
-def _limits_for(item: pytest.Item, base: Limits) -> Limits:
+def _limits_for(item: pytest.Item | pytest.Collector, base: Limits) -> Limits:
     """``base`` overridden by the item's ``sandbox`` markers, the nearest winning per
     field (the test's own over its class's over its module's).
 
@@ -123,36 +122,10 @@ def _limits_for(item: pytest.Item, base: Limits) -> Limits:
         raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.sandbox: {exc}") from None
 
 
-def _shorten(text: str) -> str:
-    """``text`` cut to ``_TITLE_WIDTH`` characters, with ``...`` when it was longer."""
-    return text if len(text) <= _TITLE_WIDTH else text[: _TITLE_WIDTH - 3] + "..."
-
-
 def _code_title(code: str) -> str:
     """``run_python: <first non-blank line of code>``, shortened."""
     lines = [line.strip() for line in code.splitlines() if line.strip()]
-    return "run_python: " + _shorten(lines[0] if lines else "(empty)")
-
-
-def _section(entry: _Run) -> tuple[str, str]:
-    """The report section of one run: a title naming it, the verdict, the limits in
-    force and the tails of stdout and stderr."""
-    limits = entry.limits
-    text = (
-        f"{describe(entry.result, limits)}\n"
-        f"limits: cpu {limits.cpu_time:g} s, wall {limits.wall_time:g} s, "
-        f"memory {size_text(limits.memory)}, processes {limits.processes}\n"
-        f"{output_tails(entry.result)}\n"
-    )
-    return f"{SECTION_PREFIX} {entry.number}: {entry.what}", text
-
-
-def sandbox_report(report: pytest.TestReport) -> str:
-    """The sections of every sandboxed run attached to ``report``, as pytest shows them
-    (each under its title), or ``""`` when the test made none: for a grader's feedback."""
-    return "".join(
-        f"{title}\n{text}" for title, text in report.sections if title.startswith(SECTION_PREFIX)
-    )
+    return "run_python: " + shorten(lines[0] if lines else "(empty)")
 
 
 class Sandbox:
@@ -164,8 +137,6 @@ class Sandbox:
     def __init__(self, item: pytest.Item, limits: Limits) -> None:
         self._item = item
         self._limits = limits
-        # Runs may end in several threads at once (a test's own thread pool): one number each.
-        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<Sandbox of {self._item.nodeid}: {self._limits!r}>"
@@ -180,18 +151,12 @@ class Sandbox:
     def results(self) -> tuple[Result, ...]:
         """The results of the runs made through this fixture so far, in the order they
         ended."""
-        return tuple(entry.result for entry in self._item.stash.get(_RUNS, []))
+        return tuple(run for run in recorded_results(self._item) if isinstance(run, Result))
 
     def _record(self, what: str, limits: Limits, result: Result) -> Result:
         """Number the run, keep it for the report and add its verdict to the test's
         ``user_properties`` (which JUnit XML carries); return ``result``."""
-        with self._lock:
-            runs = self._item.stash.setdefault(_RUNS, [])
-            entry = _Run(len(runs) + 1, what, limits, result)
-            runs.append(entry)
-            self._item.user_properties.append(
-                (f"{SECTION_PREFIX} {entry.number}", f"{describe(result, limits)}: {what}")
-            )
+        record_run(self._item, what, describe(result, limits), limits, output_tails(result), result)
         return result
 
     def run(
@@ -200,7 +165,7 @@ class Sandbox:
         """``pysandbox.run(argv, ...)`` with the test's limits unless ``limits`` is given."""
         chosen = self._limits if limits is None else limits
         result = run(argv, limits=chosen, **options)
-        return self._record(_shorten(repr(list(argv))), chosen, result)
+        return self._record(shorten(repr(list(argv))), chosen, result)
 
     def run_python(
         self, code: str, *, limits: Limits | None = None, **options: Unpack[PythonOptions]
@@ -222,7 +187,7 @@ class Sandbox:
         is given."""
         chosen = self._limits if limits is None else limits
         result = await run_async(argv, limits=chosen, **options)
-        return self._record(_shorten(repr(list(argv))), chosen, result)
+        return self._record(shorten(repr(list(argv))), chosen, result)
 
     async def run_python_async(
         self, code: str, *, limits: Limits | None = None, **options: Unpack[AsyncPythonOptions]
@@ -242,6 +207,55 @@ def sandbox(request: pytest.FixtureRequest) -> Sandbox:
     return Sandbox(item, _limits_for(item, item.config.stash[_BASE_LIMITS]))
 
 
+def _submission_files(config: pytest.Config) -> dict[str, bytes]:
+    return {}
+
+
+@pytest.fixture(scope="session")
+def _sandbox_session_pool() -> Generator[dict[object, LiveSession], None, None]:
+    """The live sessions shared by every module of the run (``sandbox_session_scope =
+    session``), one per load and limits; closed at the end of the run."""
+    pool: dict[object, LiveSession] = {}
+    yield pool
+    for live in pool.values():
+        live.close()
+
+
+@pytest.fixture(scope="module")
+def _sandbox_module_session(
+    request: pytest.FixtureRequest, _sandbox_session_pool: dict[object, LiveSession]
+) -> Generator[LiveSession, None, None]:
+    """The module's live session: its own (closed at the module's end), or the run's
+    for the same load and limits when ``sandbox_session_scope = session``."""
+    module = request.node
+    config = request.config
+    plan = load_plan(module)
+    limits = _limits_for(module, config.stash[_BASE_LIMITS])
+    if config.getini("sandbox_session_scope") == "session":
+        key = (plan, limits)
+        if key not in _sandbox_session_pool:
+            _sandbox_session_pool[key] = LiveSession(
+                plan, limits, lambda: _submission_files(config)
+            )
+        yield _sandbox_session_pool[key]
+        return
+    live = LiveSession(plan, limits, lambda: _submission_files(config))
+    yield live
+    live.close()
+
+
+@pytest.fixture
+def sandbox_session(
+    request: pytest.FixtureRequest, _sandbox_module_session: LiveSession
+) -> SessionSandbox:
+    """Calls in the module's live session, the submission loaded once (see the
+    ``sandbox_session`` marker), each under the test's limits and attached to its report."""
+    item = request.node
+    assert isinstance(item, pytest.Item)
+    limits = _limits_for(item, item.config.stash[_BASE_LIMITS])
+    return SessionSandbox(item, _sandbox_module_session, limits)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     """One ini option per field of ``Limits``: ``sandbox_cpu_time = 0.5`` and so on."""
     for name, kind in _FIELD_TYPES.items():
@@ -252,6 +266,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             _INI_PREFIX + name,
             f"pysandbox: the sandbox fixture's default Limits.{name} ({unit})",
         )
+    parser.addini(
+        "sandbox_session_scope",
+        "pysandbox: module (one session per test module, the default) or session (one "
+        "per load and limits for the whole run)",
+        default="module",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -261,7 +281,16 @@ def pytest_configure(config: pytest.Config) -> None:
         "sandbox(**limits): the limits of the sandbox fixture's runs in this test, class "
         "or module (keywords: the fields of pysandbox.Limits; the nearest marker wins)",
     )
+    config.addinivalue_line(
+        "markers",
+        "sandbox_session(setup=None, notebook=None, setup_cpu_time=None, "
+        "setup_wall_time=None): how the module's sandbox_session loads the submission: "
+        "Python code (str) or a program (list of str) run once, or a notebook of the "
+        "submission run cell by cell",
+    )
     config.stash[_BASE_LIMITS] = _base_limits(config)
+    if config.getini("sandbox_session_scope") not in ("module", "session"):
+        raise pytest.UsageError("ini option sandbox_session_scope: module or session")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: Iterable[pytest.Item]) -> None:
@@ -270,15 +299,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: Iterable[pytest.
     for item in items:
         if item.get_closest_marker("sandbox") is not None:
             _limits_for(item, base)
+        module = item.getparent(pytest.Module)
+        if module is not None and item.get_closest_marker("sandbox_session") is not None:
+            check_module_marker(item, module)
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item) -> Generator[None, Any, None]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, Any, None]:
     """Attach a section per run made so far to each phase's report, as pytest does
     with captured output; forget the runs once the test is over."""
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
-    runs = item.stash.get(_RUNS, [])
-    report.sections.extend(_section(entry) for entry in runs)
-    if report.when == "teardown":
-        item.stash[_RUNS] = []
+    failure = call.excinfo.value if call.excinfo is not None else None
+    report.sections.extend(run_sections(item, failure, last=report.when == "teardown"))

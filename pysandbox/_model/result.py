@@ -24,12 +24,25 @@ from .untrusted import check_int, shown
 #: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import TypeVar
+    from typing import Protocol, TypeVar
 
     from .rich import Bundle
     from .schema import Encoding, FileDict, ResultDict
 
     _T = TypeVar("_T")
+
+    class Outputs(Protocol):
+        """What ``output_tails`` reads: a ``Result``'s or a session call's output."""
+
+        @property
+        def stdout(self) -> bytes: ...
+        @property
+        def stderr(self) -> bytes: ...
+        @property
+        def stdout_truncated(self) -> bool: ...
+        @property
+        def stderr_truncated(self) -> bool: ...
+
 
 __all__ = [
     "FrozenFiles",
@@ -178,7 +191,7 @@ def _tail(data: bytes, truncated: bool) -> str:
     return head + "\n".join(shown)
 
 
-def output_tails(result: Result) -> str:
+def output_tails(result: Outputs) -> str:
     """The last ``CHECK_TAIL_LINES`` lines of stdout and of stderr, each under a
     ``--- stdout ---`` or ``--- stderr ---`` line, as ``Result.check`` quotes them."""
     return (

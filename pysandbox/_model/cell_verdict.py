@@ -1,0 +1,37 @@
+# SPDX-License-Identifier: MIT
+"""One line that says how a session's call ended, as ``verdict.describe`` says it of a
+run: what the call did to the session's state, the limit that ended it, the exception
+it raised, its times.
+
+``ok, committed, cpu 0.00 s, wall 0.01 s, max rss 9.1 MiB``
+``cpu_time_exceeded (limit 0.5 s), rolled back, cpu 0.51 s, wall 0.53 s, ...``
+"""
+
+from __future__ import annotations
+
+from .limits import Limits
+from .session_result import CellResult
+from .status import signal_name
+from .verdict import LIMIT_STATUSES, limit_hit, size_text
+
+__all__ = ["describe_cell"]
+
+_OUTCOME_WORDS = {"committed": "committed", "rolled_back": "rolled back", "lost": "session lost"}
+
+
+def describe_cell(cell: CellResult, limits: Limits) -> str:
+    """How ``cell`` ended, in one line; ``limits`` are the call's."""
+    parts = [cell.status.value]
+    if cell.status in LIMIT_STATUSES:
+        parts[0] += limit_hit(cell, limits)
+    parts.append(_OUTCOME_WORDS[cell.outcome])
+    if cell.error is not None:
+        parts.append(f"raised {cell.error.type}")
+    if cell.signal is not None:
+        parts.append(f"killed by {signal_name(cell.signal)}")
+    elif cell.returncode is not None:
+        parts.append(f"exit {cell.returncode}")
+    parts.append(f"cpu {cell.cpu_time:.2f} s")
+    parts.append(f"wall {cell.wall_time:.2f} s")
+    parts.append(f"max rss {size_text(cell.max_rss)}")
+    return ", ".join(parts)
