@@ -5,7 +5,8 @@ whose every run is attached to the test's report.
 
 pytest loads it through the ``pytest11`` entry point named ``pysandbox`` as soon as
 pysandbox is installed (``-p no:pysandbox`` turns it off).  It is the only module of
-pysandbox that imports pytest: ``import pysandbox`` never does.
+pysandbox that imports pytest, with the ``_frontends/pytest_*.py`` modules it uses:
+``import pysandbox`` never does.
 """
 
 from __future__ import annotations
