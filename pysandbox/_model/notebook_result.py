@@ -118,7 +118,7 @@ def _result_dict(result: CellResult, displays: bool, cap: int) -> dict[str, Any]
         if error is None
         else {
             "type": error.type,
-            "message": _text(error.message, cap, "message")["message"],
+            **_text(error.message, cap, "message"),
             **_text(error.traceback, cap, "traceback"),
         },
         "displays": [_display(bundle, displays) for bundle in result.displays],
