@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from ._api.aio import run_async, run_python_async
     from ._api.eval import eval_in_sandbox
+    from ._api.notebook import run_notebook
     from ._api.run import run, run_python
     from ._api.selftest import Check, SelftestReport, selftest
     from ._api.session import Session
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from ._model.errors import SandboxError
     from ._model.file import File
     from ._model.limits import Limits
+    from ._model.notebook_result import NotebookCellResult, NotebookResult
     from ._model.result import ProcessOutput, Result, SandboxFailure
     from ._model.rich import Bundle
     from ._model.schema import FileDict, OutcomeErrorDict, OutcomeResultDict, ResultDict
@@ -47,6 +49,8 @@ __all__ = [
     "FileDict",
     "Job",
     "Limits",
+    "NotebookCellResult",
+    "NotebookResult",
     "Outcome",
     "OutcomeErrorDict",
     "OutcomeResultDict",
@@ -66,6 +70,7 @@ __all__ = [
     "load_ipython_extension",
     "run",
     "run_async",
+    "run_notebook",
     "run_python",
     "run_python_async",
     "selftest",
@@ -86,6 +91,8 @@ _LAZY = {
     "FileDict": "._model.schema",
     "Job": "._runner.job",
     "Limits": "._model.limits",
+    "NotebookCellResult": "._model.notebook_result",
+    "NotebookResult": "._model.notebook_result",
     "Outcome": "._runner.outcome",
     "OutcomeErrorDict": "._model.schema",
     "OutcomeResultDict": "._model.schema",
@@ -104,6 +111,7 @@ _LAZY = {
     "load_ipython_extension": "._frontends.ipython",
     "run": "._api.run",
     "run_async": "._api.aio",
+    "run_notebook": "._api.notebook",
     "run_python": "._api.run",
     "run_python_async": "._api.aio",
     "selftest": "._api.selftest",

@@ -11,6 +11,8 @@ appends one outcome line per job to RESULTS, resuming where an earlier run stopp
 with ``--scheduler tcp://HOST:8786`` the jobs run on the workers of a Dask cluster.
 ``pysandbox mcp`` serves the Model Context Protocol (over stdio, or streamable HTTP with
 ``--http``) with tools that run Python in sandboxes and sessions, for agents.
+``pysandbox notebook FILE.ipynb`` runs a notebook's code cells in one session, each under
+limits of its own, and reports each cell (``--json``: one JSON object).
 ``pysandbox selftest`` and ``pysandbox demo`` run the self-test and the reference demo;
 bare ``python -m pysandbox`` is the demo, and ``--selftest`` is ``selftest``.
 """
@@ -181,6 +183,25 @@ def _add_mcp(commands: _Commands) -> argparse.ArgumentParser:
     return parser
 
 
+def _add_notebook(commands: _Commands) -> argparse.ArgumentParser:
+    """``notebook``'s sub-parser, added to ``commands``."""
+    from .cli_notebook import add_notebook_options, notebook_command
+
+    parser = _add_command(
+        commands,
+        "notebook",
+        "run a Jupyter notebook's code cells in one session, each under its own limits",
+        "Run the code cells of FILE.ipynb in order in one session (docs/graders.rst,\n"
+        "Graded notebooks): a cell that a limit ends is rolled back and the next runs in\n"
+        "the state from before it; a cell that raises is reported and the run goes on.\n"
+        "The limit options are the session's; --cell-wall-time and --cell-cpu-time each\n"
+        "cell's (default --wall-time and --cpu-time).",
+    )
+    add_notebook_options(parser)
+    parser.set_defaults(handler=notebook_command, parser=parser)
+    return parser
+
+
 def _add_selftest(commands: _Commands) -> argparse.ArgumentParser:
     """``selftest``'s sub-parser, added to ``commands``."""
     parser = _add_command(
@@ -204,6 +225,7 @@ _COMMANDS: dict[str, Callable[[_Commands], argparse.ArgumentParser]] = {
     "python": _add_python,
     "batch": _add_batch,
     "mcp": _add_mcp,
+    "notebook": _add_notebook,
     "selftest": _add_selftest,
     "demo": _add_demo,
 }
@@ -275,7 +297,7 @@ def _parse(argv: list[str]) -> tuple[Usage, argparse.Namespace]:
     parser = build_parser(argv[0])
     options = parser.parse_args(argv)
     if options.command is None:
-        parser.error("choose a command: run, python, batch, mcp, selftest or demo")
+        parser.error("choose a command: run, python, batch, mcp, notebook, selftest or demo")
     return options.parser, options
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "add_option",
     "add_run_options",
     "exit_status",
+    "input_files",
     "python_command",
     "run_command",
 ]
@@ -150,7 +151,7 @@ def _read(parser: Usage, option: str, path: str) -> bytes:
     return _open(parser, option, path).content
 
 
-def _input_files(parser: Usage, specs: Sequence[str]) -> dict[str, File]:
+def input_files(parser: Usage, specs: Sequence[str]) -> dict[str, File]:
     """``--file NAME=PATH`` (or ``--file PATH``: its base name) as name to ``File``,
     with the host file's executable bit."""
     files: dict[str, File] = {}
@@ -184,7 +185,7 @@ def _inputs(parser: Usage, options: argparse.Namespace) -> _Inputs:
     inputs = _Inputs(
         limits=limits_from(options),
         stdin=None if options.stdin is None else _read(parser, "--stdin", options.stdin),
-        files=_input_files(parser, options.files),
+        files=input_files(parser, options.files),
         env=pairs(parser, "--env", options.env),
         readable=[os.path.abspath(path) for path in options.readable],
         files_include=_patterns(parser, "--files-include", options.files_include),

@@ -81,6 +81,9 @@ exit status:
   {EXIT_TERMINATED}     terminated (SIGTERM); the sandbox was killed
   {EXIT_READER_GONE}     the reader of our output went away (SIGPIPE); the sandbox was killed
   selftest exits 0 when every protection holds, {EXIT_SELFTEST_FAILED} otherwise.
+  notebook exits 0 when every code cell ran and raised nothing, 1 otherwise (a cell
+  raised, was rolled back, lost the session or did not run); 2 for bad options or a
+  notebook that cannot be read.
   batch exits 0 once every job has its line in RESULTS, whatever the verdicts; 130 or 143
   when interrupted (rerun it to resume), 125 when this host (with --scheduler: the
   scheduler, or a worker) cannot run a sandbox or RESULTS cannot be written, 2 for bad

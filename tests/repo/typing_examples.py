@@ -35,6 +35,11 @@ def calls() -> None:
     reveal_type(Limits(cpu_time=0.5, memory=128 * 2**20))  # R: pysandbox.Limits
     reveal_type(pysandbox.selftest())  # R: pysandbox.SelftestReport
     reveal_type(pysandbox.selftest().ok)  # R: bool
+    notebook = pysandbox.run_notebook("student.ipynb", cell_cpu_time=0.5)
+    reveal_type(notebook)  # R: pysandbox.NotebookResult
+    reveal_type(notebook.cells[0])  # R: pysandbox.NotebookCellResult
+    reveal_type(notebook.cells[0].result)  # R: pysandbox.CellResult | None
+    reveal_type(notebook.counts)  # R: dict[str, int]
 
 
 def many() -> None:
