@@ -22,10 +22,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from .._api.notebook import run_notebook
 from .._api.session import Session
 from .._api.session_program import run_program
 from .._model.cell_verdict import describe_cell
+from .._model.escape import escape_report
 from .._model.limits import Limits
+from .._model.notebook_result import NotebookResult
 from .._model.result import Result, output_tails
 from .._model.session_result import CellResult
 from .._model.verdict import describe
@@ -125,6 +128,22 @@ def _tails(cell: CellResult) -> str:
     return output_tails(cell) + (f"\n{cell.error.traceback}" if cell.error else "")
 
 
+def _notebook_lines(notebook: NotebookResult) -> str:
+    """A line per code cell that did not end ok: its index, state and reason."""
+    lines = []
+    for cell in notebook.cells:
+        if cell.state in ("ok", "skipped"):
+            continue
+        result = cell.result
+        why = ""
+        if result is not None and result.error is not None:
+            why = f": {result.error.type}: {result.error.message}"
+        elif result is not None and result.reason:
+            why = f": {result.reason}"
+        lines.append(f"[{cell.index}] {cell.state}{why}")
+    return escape_report("\n".join(lines) or "every code cell ran ok")
+
+
 class LiveSession:
     """One session of the fixture, with the submission loaded: started on first use,
     started and loaded again after it was lost, closed at the end of its scope."""
@@ -142,7 +161,7 @@ class LiveSession:
         #: Why the load failed, with its verdict and output ("" when it did not).
         self.failure = ""
         #: The load's notebook run, when it ran one.
-        self.notebook: object = None
+        self.notebook: NotebookResult | None = None
 
     def ready(self, item: pytest.Item) -> Session:
         """The live session, started and loaded if it is not (the load recorded in
@@ -151,19 +170,22 @@ class LiveSession:
             fail_with(item, self.failure, None)
         if self._session is None or not self._session.alive:
             self.close()
+            files = self._files()
             self._session = Session(
                 limits=self.limits,
-                files=self._files(),
+                files=files,
                 lifetime=SESSION_LIFETIME,
                 idle_timeout=SESSION_LIFETIME,
                 cpu_budget=SESSION_CPU_BUDGET,
             )
-            self.failure, ran = self._load(item, self._session)
+            self.failure, ran = self._load(item, self._session, files)
             if self.failure:
                 fail_with(item, self.failure, ran)
         return self._session
 
-    def _load(self, item: pytest.Item, session: Session) -> tuple[str, object]:
+    def _load(
+        self, item: pytest.Item, session: Session, files: Mapping[str, bytes | File]
+    ) -> tuple[str, object]:
         """Load the submission in ``session``: why it failed ("" when it did not), and
         the run that loaded it."""
         plan, what = self.plan, self.plan.describe()
@@ -174,7 +196,7 @@ class LiveSession:
             wall_time=plan.wall_time or self.limits.wall_time,
         )
         if plan.notebook is not None:
-            return self._load_notebook(item, session, limits)
+            return self._load_notebook(item, session, limits, files)
         if isinstance(plan.setup, tuple):
             result, _ = run_program(
                 session, plan.setup, cpu_time=limits.cpu_time, wall_time=limits.wall_time
@@ -194,9 +216,38 @@ class LiveSession:
         return f"the submission could not be loaded ({what}): {verdict}\n{tails}", ran
 
     def _load_notebook(
-        self, item: pytest.Item, session: Session, limits: Limits
+        self,
+        item: pytest.Item,
+        session: Session,
+        limits: Limits,
+        files: Mapping[str, bytes | File],
     ) -> tuple[str, object]:
-        raise NotImplementedError
+        """Run the plan's notebook cell by cell in ``session``, each cell under
+        ``limits``' CPU and wall time.  Cells that raise or that a limit ends are the
+        grader's to judge (``notebook``): only a notebook that cannot be read fails."""
+        name = self.plan.notebook
+        assert name is not None
+        what = self.plan.describe()
+        given = files.get(name)
+        if given is None:
+            return f"the submission could not be loaded ({what}): it has no {name}", None
+        data = given if isinstance(given, bytes) else given.content
+        try:
+            notebook = run_notebook(
+                data,
+                session=session,
+                cell_cpu_time=limits.cpu_time,
+                cell_wall_time=limits.wall_time,
+            )
+        except ValueError as exc:
+            return f"the submission could not be loaded ({what}): {exc}", None
+        self.notebook = notebook
+        counts = ", ".join(f"{count} {state}" for state, count in notebook.counts.items() if count)
+        verdict = (
+            f"{len(notebook.cells)} cells: {counts or 'none'}, wall {notebook.wall_time:.2f} s"
+        )
+        record_run(item, what, verdict, limits, _notebook_lines(notebook), notebook)
+        return "", notebook
 
     def close(self) -> None:
         """Close the session, if it was started; the next ``ready`` starts another."""
@@ -230,7 +281,7 @@ class SessionSandbox:
         return self._session
 
     @property
-    def notebook(self) -> object:
+    def notebook(self) -> NotebookResult | None:
         """The notebook run that loaded the session (``NotebookResult``), or None."""
         return self._live.notebook
 
