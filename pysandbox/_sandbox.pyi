@@ -35,6 +35,7 @@ class RawResult(TypedDict):
     disk_exceeded: bool
     reported: bool
     tree_cpu_time: float
+    peak_tasks: int
     cancelled: bool
     cgroup_joined_at_clone: bool
     timed_out: bool

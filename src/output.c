@@ -319,6 +319,7 @@ PyObject *sbx_build_result(const struct sbx_outcome *o, size_t n_captures, int t
         set_item(d, "disk_exceeded", PyBool_FromLong(o->disk_exceeded)) ||
         set_item(d, "reported", PyBool_FromLong(o->reported)) ||
         set_item(d, "tree_cpu_time", PyFloat_FromDouble(o->tree_cpu_time)) ||
+        set_item(d, "peak_tasks", PyLong_FromLong(o->peak_tasks)) ||
         set_item(d, "cancelled", PyBool_FromLong(cancelled)) ||
         set_item(d, "cgroup_joined_at_clone", PyBool_FromLong(joined_at_clone)) ||
         set_item(d, "timed_out", PyBool_FromLong(o->timed_out)) ||

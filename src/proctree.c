@@ -49,22 +49,26 @@ static ssize_t read_small_file(const char *path, char *buf, size_t size)
 
 /*
  * process_ticks: utime + stime + cutime + cstime of pid, in clock ticks:
- * what it used itself and what its reaped descendants used.  0 when the
- * process is gone.
+ * what it used itself and what its reaped descendants used; its number of
+ * threads (num_threads, from the same read) added to *tasks.  0, and
+ * nothing added, when the process is gone.
  */
-static unsigned long long process_ticks(pid_t pid)
+static unsigned long long process_ticks(pid_t pid, long *tasks)
 {
     char path[64], buf[1024], *fields;
     unsigned long long utime, stime, cutime, cstime;
+    long threads;
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     if (read_small_file(path, buf, sizeof buf) <= 0)
         return 0;
     /* The command name may hold spaces and parentheses: skip past the last ')'. */
     fields = strrchr(buf, ')');
     if (fields == NULL ||
-        sscanf(fields + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu",
-               &utime, &stime, &cutime, &cstime) != 4)
+        sscanf(fields + 1,
+               " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu %*d %*d %ld",
+               &utime, &stime, &cutime, &cstime, &threads) != 5)
         return 0;
+    *tasks += threads;
     return utime + stime + cutime + cstime;
 }
 
@@ -134,22 +138,26 @@ static size_t push_children(pid_t pid, pid_t *tree, size_t count)
 
 /*
  * sbx_tree_cpu_seconds: CPU seconds used by root and all its descendants,
- * live ones and the ones already reaped inside the tree.  A process that
- * exits between two reads may be missed for one sample; the final figure
- * comes from wait4.  Any thread; no GIL needed; allocates (not for the
- * vfork child).  Returns -1.0 if the tree could not be read at all.
+ * live ones and the ones already reaped inside the tree; *tasks is set to
+ * the number of their threads alive (zombies count one each, as they do
+ * for RLIMIT_NPROC until reaped), or 0 when the tree could not be read.
+ * A process that exits between two reads may be missed for one sample;
+ * the final figure comes from wait4.  Any thread; no GIL needed; allocates
+ * (not for the vfork child).  Returns -1.0 if the tree could not be read at
+ * all.
  */
-double sbx_tree_cpu_seconds(pid_t root)
+double sbx_tree_cpu_seconds(pid_t root, long *tasks)
 {
     long ticks_per_second = sysconf(_SC_CLK_TCK);
     pid_t *tree = malloc(MAX_TREE * sizeof *tree);
     unsigned long long ticks = 0;
     size_t count = 1, next;
+    *tasks = 0;
     if (tree == NULL)
         return -1.0;
     tree[0] = root;
     for (next = 0; next < count; next++) {
-        ticks += process_ticks(tree[next]);
+        ticks += process_ticks(tree[next], tasks);
         count = push_children(tree[next], tree, count);
     }
     free(tree);
@@ -312,15 +320,16 @@ double sbx_cgroup_cpu_seconds(int fd)
 
 /*
  * sbx_sandbox_cpu_seconds: the CPU seconds the sandbox under bwrap (root)
- * has used, as the watcher counts them.  The tree's /proc figures miss
+ * has used, as the watcher counts them, and in *tasks the threads alive in
+ * the tree (sbx_tree_cpu_seconds).  The tree's /proc figures miss
  * children that were reaped by nobody (a parent that ignores SIGCHLD)
  * between two samples; the sandbox's cgroup, when it has one (cgroup_cpu_fd
  * >= 0), counts every task that ever ran in it, so the larger wins.
  * Returns -1.0 when neither can be read.  Any thread; no GIL needed;
  * allocates.
  */
-double sbx_sandbox_cpu_seconds(pid_t root, int cgroup_cpu_fd)
+double sbx_sandbox_cpu_seconds(pid_t root, int cgroup_cpu_fd, long *tasks)
 {
-    double used = sbx_tree_cpu_seconds(root), group = sbx_cgroup_cpu_seconds(cgroup_cpu_fd);
+    double used = sbx_tree_cpu_seconds(root, tasks), group = sbx_cgroup_cpu_seconds(cgroup_cpu_fd);
     return group > used ? group : used;
 }

@@ -66,17 +66,20 @@ static int poll_timeout_ms(double now, double deadline, double next_tick, int ha
 
 /*
  * cpu_limit_passed: sample the CPU time of the sandbox (the tree under
- * bwrap, or its cgroup's counter when larger) and tell whether it passed
- * config->cpu_limit (then cpu_exceeded is set).
+ * bwrap, or its cgroup's counter when larger), keep the peak of its tasks,
+ * and tell whether it passed config->cpu_limit (then cpu_exceeded is set).
  */
 static int cpu_limit_passed(struct pump *p)
 {
     double used;
+    long tasks;
     if (p->config->cpu_limit <= 0 || p->child->pid < 0)
         return 0;
-    used = sbx_sandbox_cpu_seconds(sbx_tree_root(p->child), p->config->cgroup_cpu_fd);
+    used = sbx_sandbox_cpu_seconds(sbx_tree_root(p->child), p->config->cgroup_cpu_fd, &tasks);
     if (used > p->outcome->tree_cpu_time)
         p->outcome->tree_cpu_time = used;
+    if (tasks > p->outcome->peak_tasks)
+        p->outcome->peak_tasks = tasks;
     if (used < p->config->cpu_limit)
         return 0;
     p->outcome->cpu_exceeded = 1;
@@ -327,6 +330,7 @@ int sbx_pump(struct sbx_child *child, struct sbx_input *input, const struct sbx_
             (struct stream){&child->capture_fds[i], &outcome->captures[i], config->capture_caps[i],
                             &outcome->captures_truncated[i], HOOK_NONE};
     outcome->tree_cpu_time = -1.0;
+    outcome->peak_tasks = 0;
     p.killed_at = -1.0;
     p.scratch = malloc(SBX_CHUNK_SIZE);
     if (p.scratch == NULL)

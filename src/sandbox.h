@@ -219,7 +219,9 @@ struct sbx_pump_config {
  * is 0 when the exit status was lost: the host auto-reaps children (SIGCHLD
  * ignored) or another thread reaped this one; the captures then still hold
  * what bwrap said on its status pipe.  tree_cpu_time is the last sample of
- * the watcher (-1 when not watched).
+ * the watcher (-1 when not watched); peak_tasks the most tasks (threads
+ * counted, as RLIMIT_NPROC counts them) it saw in the tree in one sample
+ * (0 when not watched).
  */
 struct sbx_outcome {
     int status_known;
@@ -232,6 +234,7 @@ struct sbx_outcome {
     int disk_exceeded; /* the tmpfs at disk_dir passed disk_inodes */
     int reported;      /* ended at the init's report (end_at_report): bwrap not reaped */
     double tree_cpu_time;
+    long peak_tasks;
     double wall_time;
     struct rusage usage;
     struct sbx_buffer out;
@@ -284,6 +287,7 @@ struct sbx_watchdog {
     double fired_at; /* when it fired */
     double ended_at; /* when bwrap was seen exited after the kill; -1: not seen */
     double cpu_used; /* the largest CPU sample; -1: none */
+    long peak_tasks; /* the most tasks in one sample; 0: none */
 };
 
 /* What the watchdog saw during one hook call. */
@@ -291,6 +295,7 @@ struct sbx_watch_report {
     int fired;
     double killed_at; /* when it fired and killed: the end of the program's wall time */
     double cpu_used;
+    long peak_tasks;
 };
 
 /* watchdog.c: the pump's thread only. */
@@ -301,9 +306,9 @@ void sbx_watchdog_disarm(struct sbx_watchdog *w, struct sbx_watch_report *report
 void sbx_watchdog_stop(struct sbx_watchdog *w);
 
 /* proctree.c: the process tree and the cgroup from /proc; any thread, no GIL. */
-double sbx_tree_cpu_seconds(pid_t root);
+double sbx_tree_cpu_seconds(pid_t root, long *tasks);
 double sbx_cgroup_cpu_seconds(int fd);
-double sbx_sandbox_cpu_seconds(pid_t root, int cgroup_cpu_fd);
+double sbx_sandbox_cpu_seconds(pid_t root, int cgroup_cpu_fd, long *tasks);
 size_t sbx_kill_children(pid_t parent);
 int sbx_pin_child(pid_t parent, pid_t *pid);
 int sbx_pin_held(int holder_pidfd, int at, pid_t *pid);

@@ -278,11 +278,12 @@ static PyObject *Sandbox_cpu_time(SandboxObject *self, PyObject *args, PyObject 
     static char *keywords[] = {"cgroup_cpu_fd", NULL};
     int cgroup_cpu_fd = -1;
     double used = -1.0;
+    long tasks;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|i:cpu_time", keywords, &cgroup_cpu_fd))
         return NULL;
     if (self->state == SANDBOX_STARTED) {
         Py_BEGIN_ALLOW_THREADS
-        used = sbx_sandbox_cpu_seconds(sbx_tree_root(&self->child), cgroup_cpu_fd);
+        used = sbx_sandbox_cpu_seconds(sbx_tree_root(&self->child), cgroup_cpu_fd, &tasks);
         Py_END_ALLOW_THREADS
     }
     return PyFloat_FromDouble(used);

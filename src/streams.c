@@ -22,7 +22,7 @@
 
 /*
  * sbx_hook_returned: disarm the watchdog armed around a hook call and take what
- * it saw into the outcome: its CPU sample, and the limit it killed the
+ * it saw into the outcome: its CPU sample, its peak of tasks, and the limit it killed the
  * sandbox for (timed_out or cpu_exceeded, as the loop would have set them).
  * Returns 1 when it killed the sandbox: the loop must end, and the sandbox
  * is reaped as after any kill.
@@ -33,6 +33,8 @@ int sbx_hook_returned(struct pump *p)
     sbx_watchdog_disarm(&p->watchdog, &seen);
     if (seen.cpu_used > p->outcome->tree_cpu_time)
         p->outcome->tree_cpu_time = seen.cpu_used;
+    if (seen.peak_tasks > p->outcome->peak_tasks)
+        p->outcome->peak_tasks = seen.peak_tasks;
     if (seen.fired == SBX_WATCH_NONE)
         return 0;
     if (seen.fired == SBX_WATCH_DEADLINE)

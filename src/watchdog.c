@@ -74,9 +74,13 @@ static void look(struct sbx_watchdog *w, double now)
         if (now >= w->deadline) {
             w->fired = SBX_WATCH_DEADLINE;
         } else if (w->cpu_limit > 0) {
-            double used = sbx_sandbox_cpu_seconds(sbx_tree_root(w->child), w->cgroup_cpu_fd);
+            long tasks;
+            double used =
+                sbx_sandbox_cpu_seconds(sbx_tree_root(w->child), w->cgroup_cpu_fd, &tasks);
             if (used > w->cpu_used)
                 w->cpu_used = used;
+            if (tasks > w->peak_tasks)
+                w->peak_tasks = tasks;
             if (used >= w->cpu_limit)
                 w->fired = SBX_WATCH_CPU;
         }
@@ -142,6 +146,7 @@ int sbx_watchdog_start(struct sbx_watchdog *w, struct sbx_child *child,
     w->disk_dir = config->disk_dir;
     w->ended_at = -1.0;
     w->cpu_used = -1.0;
+    w->peak_tasks = 0;
     rc = pthread_mutex_init(&w->lock, NULL);
     if (rc != 0)
         goto fail;
@@ -200,6 +205,7 @@ void sbx_watchdog_disarm(struct sbx_watchdog *w, struct sbx_watch_report *report
     report->fired = w->fired;
     report->killed_at = w->fired_at;
     report->cpu_used = w->cpu_used;
+    report->peak_tasks = w->peak_tasks;
     pthread_mutex_unlock(&w->lock);
 }
 

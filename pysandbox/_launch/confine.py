@@ -54,6 +54,10 @@ class Confinement:
     cpu_counter: int = -1
     #: The cgroup v2 group's directory the C core creates the child in; -1 without one.
     cgroup_dir_fd: int = -1
+    #: Without a pids cgroup: how many tasks the tree under bwrap holds (in one of the
+    #: C core's samples, ``peak_tasks``) once ``RLIMIT_NPROC`` refuses the next fork;
+    #: 0 when a pids cgroup caps the run (its ``pids.events`` tells, exactly).
+    tasks_at_cap: int = 0
 
     def usage(self) -> CgroupUsage | None:
         return self.cgroup.usage() if self.cgroup is not None else None
@@ -93,12 +97,14 @@ def confine(
             return
         version = f"cgroup v{support.version}"
         where = f" (groups under {os.path.dirname(group.paths[0])})" if group.paths else ""
+        at_cap = 0
         if support.pids:
             processes_by = f"{version} pids controller, this sandbox only{where}"
             limits = base
         else:
             fallback = _without_cgroup(processes, base, support.reason)
             processes_by, limits = fallback.processes_by, fallback.rlimits
+            at_cap = fallback.tasks_at_cap
         memory_by = (
             f"{version} memory controller, this sandbox only{where}"
             if support.memory and memory_total is not None
@@ -112,6 +118,7 @@ def confine(
             group,
             group.cpu_counter,
             group.dir_fd,
+            at_cap,
         )
 
 
@@ -155,8 +162,13 @@ def _group(stack: contextlib.ExitStack, processes: int | None, memory: int | Non
 
 
 def _without_cgroup(processes: int, base: list[tuple[int, int, int]], reason: str) -> Confinement:
+    """``RLIMIT_NPROC`` for the process cap.  A root caller's bwrap runs as root, outside
+    the sandbox uid's count, so the tree under it holds one task more than the count at
+    the cap; a non-root caller's bwrap counts."""
+    at_cap = processes
     if os.geteuid() == 0:
         cap, by = processes, "RLIMIT_NPROC of the sandbox's own uid"
+        at_cap += 1
     else:
         hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
         cap = _processes_of(os.getuid()) + _CORE_THREADS + processes
@@ -168,4 +180,4 @@ def _without_cgroup(processes: int, base: list[tuple[int, int, int]], reason: st
         )
     note = f" (no cgroup: {reason})" if reason else ""
     rlimits = [*base, (resource.RLIMIT_NPROC, cap, cap)]
-    return Confinement(by + note, "", rlimits, [], None)
+    return Confinement(by + note, "", rlimits, [], None, tasks_at_cap=at_cap)

@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 
 from .. import _sandbox
+from .._cgroups.usage import CgroupUsage
 from .._model.cancel import Cancelled
 from .._model.errors import SandboxError, errno_text, process_wide_fix
 from .._model.escape import escape_report
@@ -236,10 +237,23 @@ def _facts(
         captures_truncated=raw["captures_truncated"][2:],
         usage=usage,
         cpu_baseline=cpu_baseline,
+        processes_exceeded=_processes_exceeded(raw, setup, usage),
     )
     if not (raw["reported"] or bwrap_exited(raw["captures"][0]) or facts.killed):
         raise setup_failure(raw)
     return facts
+
+
+def _processes_exceeded(raw: _sandbox.RawResult, setup: _Setup, usage: CgroupUsage | None) -> bool:
+    """Whether the process cap refused a fork or clone: exactly, from a pids cgroup's
+    ``pids.events``; without one, from the C core's samples of the tree under bwrap,
+    which held as many tasks as ``RLIMIT_NPROC`` allows (``Confinement.tasks_at_cap``).
+    A template's copy is not under bwrap, and its uid's count is not its own alone:
+    there only a pids cgroup tells."""
+    at_cap = setup.confinement.tasks_at_cap
+    if at_cap == 0:
+        return usage is not None and usage.pids_exceeded
+    return setup.init_pidfd_at < 0 and raw["peak_tasks"] >= at_cap
 
 
 def _run_core(call: Callable[[], _Core]) -> _Core:

@@ -239,6 +239,8 @@ class Facts:
     #: CPU seconds the sandbox had used when its code was handed over (a warm sandbox's
     #: start-up), left out of ``cpu_time``.
     cpu_baseline: float = 0.0
+    #: A fork or clone was refused at ``Limits.processes`` (``Result.processes_exceeded``).
+    processes_exceeded: bool = False
 
     @property
     def joined_at_clone(self) -> bool:

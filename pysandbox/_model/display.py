@@ -12,7 +12,7 @@ from __future__ import annotations
 from .escape import escape_controls
 from .limits import Limits
 from .status import Status, ending, signal_name
-from .verdict import describe, describe_parts, size_text
+from .verdict import describe, describe_parts, not_collected, size_text
 
 #: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
 TYPE_CHECKING = False
@@ -135,14 +135,26 @@ def _files(result: Result) -> str:
         )
     if len(names) > LISTED_FILES:
         listed.append(f"and {len(names) - LISTED_FILES} more")
-    if result.files_truncated:
+    if result.files_truncated and not result.files_not_collected:
         listed.append("some left out (files_truncated)")
     return f"files: {', '.join(listed)}" if listed else ""
 
 
+def _files_line(result: Result) -> str:
+    """``_files``, or for a run whose files were not collected, that it was ended first
+    (``verdict.not_collected``); empty when there is nothing to say."""
+    return _files(result) or not_collected(result)
+
+
+def _ending(result: Result) -> str:
+    """``"exit code 0"``; ``"killed by SIGKILL (9), process limit reached"``."""
+    capped = ", process limit reached" if result.processes_exceeded else ""
+    return ending(result.returncode, result.signal) + capped
+
+
 def _verdict(result: Result) -> str:
     """``"OK, exit code 0"``; ``"SIGNALED, killed by SIGSEGV (11)"``."""
-    return f"{result.status.name}, {ending(result.returncode, result.signal)}"
+    return f"{result.status.name}, {_ending(result)}"
 
 
 def verdict_text(result: Result, limits: Limits) -> str:
@@ -164,7 +176,7 @@ def verdict_html(result: Result, limits: Limits) -> str:
 def result_text(result: Result) -> str:
     """The plain-text form of ``result``: verdict, numbers, files, stdout, stderr."""
     lines = [f"Result: {_verdict(result)}", _numbers(result)]
-    files = _files(result)
+    files = _files_line(result)
     if files:
         lines.append(files)
     lines.append(_stream_text("stdout", result.stdout_text(), result.stdout_truncated))
@@ -206,12 +218,10 @@ def result_html(result: Result) -> str:
     """The HTML form of ``result``: the same parts as ``result_text``, escaped."""
     parts = [
         '<div class="pysandbox-result">',
-        _heading_html(
-            result.status is Status.OK, result.status.name, ending(result.returncode, result.signal)
-        ),
+        _heading_html(result.status is Status.OK, result.status.name, _ending(result)),
         f"<div>{_escape(_numbers(result))}</div>",
     ]
-    files = _files(result)
+    files = _files_line(result)
     if files:
         parts.append(f"<div>{_escape(files)}</div>")
     parts.append(_stream_html("stdout", result.stdout_text(), result.stdout_truncated))

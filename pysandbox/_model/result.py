@@ -152,6 +152,11 @@ def _field(data: Mapping[str, object], key: str, kind: type[_T]) -> _T:
     return value
 
 
+def _flag(data: Mapping[str, object], key: str) -> bool:
+    """``data[key]`` when it is a bool, False when it is missing, else ``ValueError``."""
+    return _field(data, key, bool) if key in data else False
+
+
 def _int_or_none(data: Mapping[str, object], key: str) -> int | None:
     """``data[key]`` when it is None or an int, else ``ValueError``."""
     if key in data and data[key] is None:
@@ -247,6 +252,15 @@ class Result:
     displays: tuple[Bundle, ...] = ()
     #: Some displays were left out (over ``Limits.displays`` or ``displays_count``).
     displays_truncated: bool = False
+    #: A fork or clone was refused because the sandbox had ``Limits.processes`` tasks.
+    #: Exact where a pids cgroup caps the run (its ``pids.events``); without one
+    #: (``RLIMIT_NPROC``), sampled: the C core's watcher saw, in one of its samples 50 ms
+    #: apart, the sandbox hold as many tasks as the cap allows (see docs/security.rst).
+    processes_exceeded: bool = False
+    #: A limit ended the run before the program did, so the files it left were never
+    #: collected: ``files`` is empty and ``files_truncated`` is set, with nothing over
+    #: ``Limits.files_out``.
+    files_not_collected: bool = False
 
     def __post_init__(self) -> None:
         """Keep a read-only copy of ``files``: later changes to the caller's do not show.
@@ -292,7 +306,8 @@ class Result:
         bool}``), ``files_truncated`` and ``queued_time`` (float seconds); and for a run
         that has displays (or left some out), ``displays`` (a list of ``Bundle.to_json()``
         dicts, Jupyter's ``display_data`` data: images in base64) and
-        ``displays_truncated``: a run without them writes exactly what 0.1.0 wrote.
+        ``displays_truncated``; ``processes_exceeded`` and ``files_not_collected`` only
+        when true: a run without any of them writes exactly what 0.1.0 wrote.
         ``Result.from_dict`` turns it back into an equal result.
         """
         stdout, stdout_encoding = encode_text(self.stdout)
@@ -322,6 +337,10 @@ class Result:
         if self.displays or self.displays_truncated:
             described["displays"] = [bundle.to_json() for bundle in self.displays]
             described["displays_truncated"] = self.displays_truncated
+        if self.processes_exceeded:
+            described["processes_exceeded"] = True
+        if self.files_not_collected:
+            described["files_not_collected"] = True
         return described
 
     @classmethod
@@ -330,8 +349,9 @@ class Result:
 
         A files entry without ``"executable"`` (written before it existed) is not
         executable; a dict without ``"queued_time"`` did not wait (0.0), one without
-        ``"displays"`` showed none.  Each display is checked again, as it came from a
-        sandbox (``Bundle.from_json``)."""
+        ``"displays"`` showed none, one without ``"processes_exceeded"`` or
+        ``"files_not_collected"`` has it False.  Each display is checked again, as it came
+        from a sandbox (``Bundle.from_json``)."""
         try:
             status = Status[_field(data, "status", str)]
         except KeyError:
@@ -367,9 +387,9 @@ class Result:
             executables=frozenset(executables),
             queued_time=_seconds(data, "queued_time") if "queued_time" in data else 0.0,
             displays=_displays(data.get("displays", [])),
-            displays_truncated=_field(data, "displays_truncated", bool)
-            if "displays_truncated" in data
-            else False,
+            displays_truncated=_flag(data, "displays_truncated"),
+            processes_exceeded=_flag(data, "processes_exceeded"),
+            files_not_collected=_flag(data, "files_not_collected"),
         )
 
     def check(self) -> Result:
@@ -378,13 +398,17 @@ class Result:
         The message gives the verdict, the exit code or signal, the CPU and wall time and
         the last ``CHECK_TAIL_LINES`` lines of stdout and of stderr (decoded with
         replacement), so ``run(...).check().stdout`` reads well in a test and a failing
-        pytest test shows what the program did.
+        pytest test shows what the program did: the test's own line, not this method's
+        (``__tracebackhide__``).  A run that reached the process cap says so
+        (``processes_exceeded``); one that did and still ended ``OK`` passes.
         """
+        __tracebackhide__ = True
         if self.status is Status.OK:
             return self
+        capped = "; process limit reached" if self.processes_exceeded else ""
         message = (
             f"sandboxed program failed: {self.status.name}, "
-            f"{ending(self.returncode, self.signal)}; "
+            f"{ending(self.returncode, self.signal)}{capped}; "
             f"CPU {self.cpu_time:.3f} s, wall {self.wall_time:.3f} s\n{output_tails(self)}"
         )
         raise SandboxFailure(message, self)
@@ -412,7 +436,10 @@ class SandboxFailure(AssertionError):
 
     An ``AssertionError``, so pytest reports it as a failed check, with the message:
     the verdict, the exit code or signal, the times and the tails of stdout and stderr.
+    Named ``pysandbox.SandboxFailure`` in tracebacks and pickles, as it is imported.
     """
+
+    __module__ = "pysandbox"
 
     def __init__(self, message: str, result: Result) -> None:
         super().__init__(message, result)

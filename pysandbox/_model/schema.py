@@ -31,17 +31,23 @@ class FileDict(TypedDict):
     executable: bool
 
 
-class _ResultDisplaysDict(TypedDict, total=False):
-    """The keys of ``Result.to_dict()`` present only for a run with displays."""
+class _ResultOptionalDict(TypedDict, total=False):
+    """The keys of ``Result.to_dict()`` present only for a run with displays, or only
+    when they are true."""
 
     #: ``Bundle.to_json()`` of each display (``run_python(..., displays=True)``).
     displays: list[dict[str, Any]]
     displays_truncated: bool
+    #: Present (and true) only for a run that hit ``Limits.processes``.
+    processes_exceeded: bool
+    #: Present (and true) only for a run a limit ended before its files were collected.
+    files_not_collected: bool
 
 
-class ResultDict(_ResultDisplaysDict):
+class ResultDict(_ResultOptionalDict):
     """``Result.to_dict()``: every key always present, but ``displays`` and
-    ``displays_truncated``, present only for a run that has displays."""
+    ``displays_truncated``, present only for a run that has displays, and
+    ``processes_exceeded`` and ``files_not_collected``, present only when true."""
 
     status: str
     returncode: int | None

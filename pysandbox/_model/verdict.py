@@ -4,6 +4,7 @@ stderr.  It names the limit that ended the run, so it takes the ``Limits`` too.
 
 ``ok, exit 0, cpu 0.02 s, wall 0.05 s, max rss 9.1 MiB``
 ``cpu_time_exceeded (limit 0.5 s), killed by SIGKILL, cpu 0.52 s, wall 0.6 s, ...``
+``ok, process limit reached (limit 8), exit 0, cpu 0.04 s, ...``
 """
 
 from __future__ import annotations
@@ -29,7 +30,14 @@ if TYPE_CHECKING:
         def stderr_truncated(self) -> bool: ...
 
 
-__all__ = ["LIMIT_STATUSES", "describe", "describe_parts", "limit_hit", "size_text"]
+__all__ = [
+    "LIMIT_STATUSES",
+    "describe",
+    "describe_parts",
+    "limit_hit",
+    "not_collected",
+    "size_text",
+]
 
 #: The statuses that mean a limit ended the run, not the program itself.
 LIMIT_STATUSES = frozenset(
@@ -72,10 +80,29 @@ def limit_hit(result: Ended, limits: Limits) -> str:
     return f" ({', '.join(caps)})"
 
 
+#: What ended a run whose files were not collected, by its status.
+_ENDED_BY = {
+    Status.CPU_TIME_EXCEEDED: "the CPU time limit",
+    Status.WALL_TIME_EXCEEDED: "the wall time limit",
+    Status.OUTPUT_EXCEEDED: "the output limit",
+    Status.DISK_EXCEEDED: "the disk limit",
+}
+
+
+def not_collected(result: Result) -> str:
+    """``"files not collected (the run was ended by the CPU time limit)"`` for a run
+    whose files a limit kept from being collected (``Result.files_not_collected``);
+    ``""`` for any other."""
+    if not result.files_not_collected:
+        return ""
+    return f"files not collected (the run was ended by {_ENDED_BY.get(result.status, 'a limit')})"
+
+
 def describe(result: Result, limits: Limits) -> str:
     """How ``result`` ended, in one line: the status, the limit that ended it if one did,
-    the exit code or the signal, the CPU and wall time and peak RSS, and what was cut
-    short (stdout or stderr past its limit, output files left out)."""
+    whether the process cap was reached, the exit code or the signal, the CPU and wall
+    time and peak RSS, and what was cut short (stdout or stderr past its limit, output
+    files left out or not collected)."""
     return ", ".join(describe_parts(result, limits))
 
 
@@ -84,6 +111,8 @@ def describe_parts(result: Result, limits: Limits) -> list[str]:
     parts = [result.status.value]
     if result.status in LIMIT_STATUSES:
         parts[0] += limit_hit(result, limits)
+    if result.processes_exceeded:
+        parts.append(f"process limit reached (limit {limits.processes})")
     if result.signal is not None:
         parts.append(f"killed by {signal_name(result.signal)}")
     else:
@@ -96,7 +125,9 @@ def describe_parts(result: Result, limits: Limits) -> list[str]:
             parts.append(f"stdout truncated at {size_text(limits.stdout)}")
         if result.stderr_truncated:
             parts.append(f"stderr truncated at {size_text(limits.stderr)}")
-    if result.files_truncated and result.status not in LIMIT_STATUSES - {Status.MEMORY_EXCEEDED}:
+    if result.files_not_collected:
+        parts.append(not_collected(result))
+    elif result.files_truncated and result.status not in LIMIT_STATUSES - {Status.MEMORY_EXCEEDED}:
         if len(result.files) >= limits.files_out_count:
             parts.append(f"output files left out (limit {limits.files_out_count} files)")
         else:

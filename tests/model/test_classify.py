@@ -383,6 +383,8 @@ def test_result_fields_are_the_spec() -> None:
         "queued_time",
         "displays",
         "displays_truncated",
+        "processes_exceeded",
+        "files_not_collected",
     ]
 
 
