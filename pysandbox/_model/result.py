@@ -24,12 +24,29 @@ from .untrusted import check_int, shown
 #: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import TypeVar
+    from typing import Protocol, TypeVar, Union
 
+    from .call_result import CallResult
     from .rich import Bundle
     from .schema import Encoding, FileDict, ResultDict
+    from .session_result import CellResult
 
     _T = TypeVar("_T")
+
+    class Outputs(Protocol):
+        """What ``output_tails`` reads: a ``Result``, a ``CellResult``, a ``CallResult``."""
+
+        @property
+        def stdout(self) -> bytes: ...
+        @property
+        def stderr(self) -> bytes: ...
+        @property
+        def stdout_truncated(self) -> bool: ...
+        @property
+        def stderr_truncated(self) -> bool: ...
+
+    #: What a ``SandboxFailure`` carries.
+    Failed = Union["Result", CellResult, CallResult]
 
 __all__ = [
     "FrozenFiles",
@@ -178,7 +195,7 @@ def _tail(data: bytes, truncated: bool) -> str:
     return head + "\n".join(shown)
 
 
-def output_tails(result: Result) -> str:
+def output_tails(result: Outputs) -> str:
     """The last ``CHECK_TAIL_LINES`` lines of stdout and of stderr, each under a
     ``--- stdout ---`` or ``--- stderr ---`` line, as ``Result.check`` quotes them."""
     return (
@@ -395,15 +412,17 @@ def _displays(listed: object) -> tuple[Bundle, ...]:
 
 
 class SandboxFailure(AssertionError):
-    """``Result.check`` found a run that did not end ``OK``; ``result`` is that run.
+    """``Result.check`` found a run that did not end ``OK``, or ``CallResult.check`` a
+    call that raised or did not finish; ``result`` is that run (a ``Result``) or call
+    (a ``CallResult``).
 
     An ``AssertionError``, so pytest reports it as a failed check, with the message:
     the verdict, the exit code or signal, the times and the tails of stdout and stderr.
     """
 
-    def __init__(self, message: str, result: Result) -> None:
+    def __init__(self, message: str, result: Failed) -> None:
         super().__init__(message, result)
-        #: The run that failed.
+        #: The run or call that failed.
         self.result = result
 
     def __str__(self) -> str:
