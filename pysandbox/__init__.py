@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ._api.selftest import Check, SelftestReport, selftest
     from ._api.session import Session
     from ._frontends.ipython import load_ipython_extension, unload_ipython_extension
+    from ._model.call_result import CallResult
     from ._model.cancel import Cancelled
     from ._model.errors import SandboxError
     from ._model.file import File
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Bundle",
+    "CallResult",
     "Cancelled",
     "CellError",
     "CellResult",
@@ -83,6 +85,7 @@ __all__ = [
 #: extension is only for IPython (``tests/repo/test_import_cost.py`` keeps it so).
 _LAZY = {
     "Bundle": "._model.rich",
+    "CallResult": "._model.call_result",
     "Cancelled": "._model.cancel",
     "CellError": "._model.session_result",
     "CellResult": "._model.session_result",

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""``run_async`` and ``run_python_async``: the same runs, awaited without blocking the
-event loop, and cancellable."""
+"""``run_async``, ``run_python_async`` and ``Session.run_async``: the same runs and calls,
+awaited without blocking the event loop, and cancellable."""
 
 from __future__ import annotations
 
@@ -10,15 +10,21 @@ import contextlib
 import inspect
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from .._model.cancel import CancelEvent, Cancelled
 from .._model.file import File
 from .._model.limits import Limits
 from .._model.result import Result
 from .run import OnOutput, Stdin, check_file_filter, check_output_callback, run, run_python
+from .session_args import call_order
 
-__all__ = ["in_thread", "on_loop", "run_async", "run_python_async"]
+if TYPE_CHECKING:
+    from .._model.session_result import CellResult
+    from .session import Session
+    from .session_reply import OnEvent
+
+__all__ = ["in_thread", "on_loop", "run_async", "run_python_async", "session_run_async"]
 
 _T = TypeVar("_T")
 #: What an output callback is shown: a chunk of bytes, or a session's ``OutputEvent``.
@@ -200,5 +206,33 @@ async def run_python_async(
             files_include=files_include,
             files_exclude=files_exclude,
             displays=displays,
+        )
+    )
+
+
+async def session_run_async(
+    session: Session,
+    code: str,
+    options: Mapping[str, object],
+    on_stdout: OnOutput,
+    on_stderr: OnOutput,
+    on_event: OnEvent,
+) -> CellResult:
+    """``Session.run_async``: the call's ``options`` (its limits and files) and the
+    callbacks checked here, then ``Session.run`` in a thread of its own, the callbacks
+    on this event loop."""
+    call_order(session.limits, code, **options)  # type: ignore[arg-type]
+    for callback, name in ((on_stdout, "on_stdout"), (on_stderr, "on_stderr")):
+        check_output_callback(callback, name)
+    check_output_callback(on_event, "on_event")
+    loop = asyncio.get_running_loop()
+    return await in_thread(
+        lambda cancel: session.run(
+            code,
+            cancel=cancel,
+            on_stdout=on_loop(on_stdout, "on_stdout", loop, cancel),
+            on_stderr=on_loop(on_stderr, "on_stderr", loop, cancel),
+            on_event=on_loop(on_event, "on_event", loop, cancel),
+            **options,  # type: ignore[arg-type]
         )
     )

@@ -22,16 +22,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from .._launch.launcher import launch
 from .._launch.plan import Facts, Plan
 from .._launch.readable import check_readable
+from .._model.call_result import CallResult
 from .._model.cancel import CancelEvent
 from .._model.errors import SandboxError
 from .._model.file import File
 from .._model.filestream import check_fits_tmpfs, encode_files
 from .._model.limits import Limits
 from .._model.session_result import LOST, CellResult
-from .._model.status import Status
 from .call import OnOutput
 from .run import check_env, check_file_filter, check_output_callback
 from .session_args import call_order, positive_seconds, session_limits
+from .session_call import call_function
 from .session_channel import (
     CONTROL_MAX,
     FATAL,
@@ -44,6 +45,7 @@ from .session_channel import (
     Values,
     fatal_reason,
 )
+from .session_ending import ending_words, lost_status
 from .session_idle import IdleWatch
 from .session_plan import CHANNELS, session_plan
 from .session_reply import OnEvent, Reply
@@ -283,33 +285,11 @@ class Session:
         interrupts the call: it is rolled back, and the cancellation propagates once it
         has; the session goes on.  The output callbacks run on the event loop (and may
         be coroutine functions), as ``run_async``'s."""
-        options = {
-            "wall_time": wall_time,
-            "cpu_time": cpu_time,
-            "stdout": stdout,
-            "stderr": stderr,
-            "truncate_output": truncate_output,
-            "files": files,
-        }
-        call_order(self.limits, code, wall_time, cpu_time, stdout, stderr, truncate_output, files)
-        for callback, name in ((on_stdout, "on_stdout"), (on_stderr, "on_stderr")):
-            check_output_callback(callback, name)
-        check_output_callback(on_event, "on_event")
-        import asyncio  # only for callers that await
+        from .aio import session_run_async  # only for callers that await
 
-        from .aio import in_thread, on_loop
-
-        loop = asyncio.get_running_loop()
-        return await in_thread(
-            lambda cancel: self.run(
-                code,
-                cancel=cancel,
-                on_stdout=on_loop(on_stdout, "on_stdout", loop, cancel),
-                on_stderr=on_loop(on_stderr, "on_stderr", loop, cancel),
-                on_event=on_loop(on_event, "on_event", loop, cancel),
-                **options,  # type: ignore[arg-type]
-            )
-        )
+        options: dict[str, object] = {"wall_time": wall_time, "cpu_time": cpu_time}
+        options.update(stdout=stdout, stderr=stderr, truncate_output=truncate_output, files=files)
+        return await session_run_async(self, code, options, on_stdout, on_stderr, on_event)
 
     def touch(self) -> None:
         """Count the idle timeout from now, as a call does (for a session handed out
@@ -338,6 +318,44 @@ class Session:
         :raises NameError: a name the session has not defined.
         :raises SandboxError: the session has ended, or what came back was malformed."""
         return pull_values(self, names)
+
+    def call(self, target: str, /, *args: object, **kwargs: object) -> CallResult:
+        """Call the function ``target`` of the session's code with copies of ``args`` and
+        ``kwargs``; every keyword is the function's (``call_with`` says more)."""
+        return call_function(self, target, args, kwargs)
+
+    def call_with(
+        self,
+        target: str,
+        /,
+        args: Sequence[object] = (),
+        kwargs: Mapping[str, object] | None = None,
+        *,
+        wall_time: float | None = None,
+        cpu_time: float | None = None,
+        stdout: int | None = None,
+        stderr: int | None = None,
+        truncate_output: bool | None = None,
+        cancel: CancelEvent | None = None,
+    ) -> CallResult:
+        """``call(target, *args, **kwargs)`` with the call's limits and ``cancel`` as
+        ``run``'s: the function's return value as a Python value, its output apart, or
+        the exception it raised (``session_call.call_function`` says how).
+
+        :raises TypeError, ValueError: a bad ``target``, or an argument the value codec
+            cannot pass (named: ``args[1]``) or over ``limits.values``; before anything
+            runs.
+        :raises SandboxError: the session has ended."""
+        return call_function(
+            self, target, args, kwargs, wall_time, cpu_time, stdout, stderr, truncate_output, cancel
+        )
+
+    async def call_async(self, target: str, /, *args: object, **kwargs: object) -> CallResult:
+        """``call`` for asyncio, in a thread of its own; cancelling the awaiting task
+        rolls the call back, as ``run_async``'s."""
+        from .aio import in_thread
+
+        return await in_thread(lambda cancel: self.call_with(target, args, kwargs, cancel=cancel))
 
     def _locked_call(
         self,
@@ -429,23 +447,12 @@ class Session:
         self._end(why)
         return CellResult(
             outcome=LOST,
-            status=self._lost_status(),
+            status=lost_status(self._facts),
             stdout=bytes(reply.stdout),
             stderr=bytes(reply.stderr),
             reason=self._ending(),
             wall_time=time.monotonic() - started,
         )
-
-    def _lost_status(self) -> Status:
-        raw = self._facts.raw if self._facts is not None else None
-        if raw is not None and raw["cpu_exceeded"]:
-            return Status.CPU_TIME_EXCEEDED
-        if raw is not None and raw["timed_out"]:
-            return Status.WALL_TIME_EXCEEDED
-        usage = self._facts.usage if self._facts is not None else None
-        if usage is not None and usage.memory_exceeded:
-            return Status.MEMORY_EXCEEDED
-        return Status.SIGNALED
 
     def _end(self, why: str) -> None:
         """Kill the sandbox (if it runs) and wait until it is gone and reaped."""
@@ -457,23 +464,15 @@ class Session:
         self._thread.join()
 
     def _ending(self) -> str:
-        """Why the session ended, in words: the sandbox's own end first."""
-        facts = self._facts
-        if facts is not None and facts.raw["timed_out"]:
-            return f"its lifetime of {self.lifetime:g} s passed"
-        if facts is not None and facts.raw["cpu_exceeded"]:
-            return f"its CPU budget of {self.cpu_budget:g} s was used up"
-        if facts is not None and facts.usage is not None and facts.usage.memory_exceeded:
-            return "its memory limit was reached"
-        if self._closed and not self._lost_reason:
-            return "it was closed"
-        if self._failure is not None and not self._lost_reason:
-            return str(self._failure)
-        tail = ""
-        if facts is not None and isinstance(facts.raw["stderr"], bytes):
-            tail = facts.raw["stderr"].decode("utf-8", "replace").strip()[-400:]
-        reason = self._lost_reason or "the keeper ended"
-        return f"{reason} ({tail})" if tail else reason
+        """Why the session ended, in words (``ending_words``)."""
+        return ending_words(
+            self._facts,
+            lifetime=self.lifetime,
+            cpu_budget=self.cpu_budget,
+            closed=self._closed,
+            failure=self._failure,
+            lost_reason=self._lost_reason,
+        )
 
     def interrupt(self) -> None:
         """End the running call, if any, with rollback; the session goes on.  Safe to

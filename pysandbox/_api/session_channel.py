@@ -71,10 +71,14 @@ _U32 = struct.Struct(">I")
 @record
 class Values:
     """A call's variables: the ones to set before its code runs (the value codec's JSON
-    of a ``{name: value}`` dict, or None), and the names of the ones to send back."""
+    of a ``{name: value}`` dict, or None), and the names of the ones to send back.
+    ``harness``: the code is pysandbox's own (``Session.call``'s): the variables sent back
+    are taken out of the session as they are sent, and the frames of the code's own
+    lines are left out of an exception's traceback."""
 
     push: bytes | None = None
     pull: tuple[str, ...] = ()
+    harness: bool = False
 
 
 #: A call that sets and sends back no variables.
@@ -115,6 +119,7 @@ def code_request(code: str, cell: int, order: Mapping[str, object], values: Valu
         "show_max": order.get("displays_max", 0),
         "values_max": order.get("values_max", 0),
         "pull": list(values.pull),
+        "harness": values.harness,
     }
     text = json.dumps(request).encode("utf-8")
     if values.push is not None:

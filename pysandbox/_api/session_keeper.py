@@ -247,7 +247,7 @@ class State:
         except MemoryError:
             self.out_of_memory()
         except BaseException as exc:
-            error = describe(exc, request["value_max"])
+            error = describe(exc, request["value_max"], name if request.get("harness") else "")
         shown = None
         try:
             shown = self.after_code(value, error is None, request)
@@ -280,7 +280,7 @@ class State:
             self.show_value(value)
         self.shows.open_figures()
         if ran and request.get("pull"):
-            self.send_values(request["pull"], request["values_max"])
+            self.send_values(request["pull"], request["values_max"], bool(request.get("harness")))
         return shown
 
     def show_value(self, value: object) -> None:
@@ -291,14 +291,16 @@ class State:
             if any(mime != "text/plain" for mime, _ in parts):
                 self.shows.send(parts, value=True)
 
-    def send_values(self, names: list[str], cap: int) -> None:
+    def send_values(self, names: list[str], cap: int, take: bool = False) -> None:
         """Send the variables ``names`` of the session, encoded by the value codec within
-        ``cap`` bytes, or why they cannot be."""
+        ``cap`` bytes, or why they cannot be; ``take``: they leave the session, sent or
+        not (a ``Session.call``'s return value)."""
         missing = [name for name in names if name not in self.namespace]
         try:
             if missing:
                 raise NameError(f"name {missing[0]!r} is not defined in the session")
-            wanted = {name: self.namespace[name] for name in names}
+            read = self.namespace.pop if take else self.namespace.__getitem__
+            wanted = {name: read(name) for name in dict.fromkeys(names)}
             payload = b'{"values": ' + codec().encode(wanted, max_bytes=cap, name="pull") + b"}"
         except MemoryError:
             raise
@@ -388,10 +390,11 @@ def wait_gone(pid: int) -> None:
         os.close(handle)
 
 
-def describe(exc: BaseException, cap: int) -> dict[str, str]:
-    """An exception as data: its type, message and the traceback of the cell's frames."""
+def describe(exc: BaseException, cap: int, hidden: str = "") -> dict[str, str]:
+    """An exception as data: its type, message and the traceback of the cell's frames,
+    without the first ones of the file named ``hidden`` (a harness's cell)."""
     trace = exc.__traceback__
-    while trace is not None and trace.tb_frame.f_code.co_filename == __file__:
+    while trace is not None and trace.tb_frame.f_code.co_filename in (__file__, hidden):
         trace = trace.tb_next
     try:
         message = str(exc)

@@ -24,15 +24,17 @@ from .untrusted import check_int, shown
 #: ``typing.TYPE_CHECKING`` without importing ``typing`` (type checkers know the name).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Protocol, TypeVar
+    from typing import Protocol, TypeVar, Union
 
+    from .call_result import CallResult
     from .rich import Bundle
     from .schema import Encoding, FileDict, ResultDict
+    from .session_result import CellResult
 
     _T = TypeVar("_T")
 
     class Outputs(Protocol):
-        """What ``output_tails`` reads: a ``Result``'s or a session call's output."""
+        """What ``output_tails`` reads: a ``Result``, a ``CellResult``, a ``CallResult``."""
 
         @property
         def stdout(self) -> bytes: ...
@@ -43,6 +45,8 @@ if TYPE_CHECKING:
         @property
         def stderr_truncated(self) -> bool: ...
 
+    #: What a ``SandboxFailure`` carries.
+    Failed = Union["Result", CellResult, CallResult]
 
 __all__ = [
     "FrozenFiles",
@@ -432,7 +436,9 @@ def _displays(listed: object) -> tuple[Bundle, ...]:
 
 
 class SandboxFailure(AssertionError):
-    """``Result.check`` found a run that did not end ``OK``; ``result`` is that run.
+    """``Result.check`` found a run that did not end ``OK``, or ``CallResult.check`` a
+    call that raised or did not finish; ``result`` is that run (a ``Result``) or call
+    (a ``CallResult``).
 
     An ``AssertionError``, so pytest reports it as a failed check, with the message:
     the verdict, the exit code or signal, the times and the tails of stdout and stderr.
@@ -441,9 +447,9 @@ class SandboxFailure(AssertionError):
 
     __module__ = "pysandbox"
 
-    def __init__(self, message: str, result: Result) -> None:
+    def __init__(self, message: str, result: Failed) -> None:
         super().__init__(message, result)
-        #: The run that failed.
+        #: The run or call that failed.
         self.result = result
 
     def __str__(self) -> str:

@@ -19,6 +19,7 @@ __all__ = [
     "CellError",
     "CellResult",
     "OutputEvent",
+    "SessionOutcome",
 ]
 
 #: The call ended by itself: the session's state is what the call left.
@@ -61,8 +62,33 @@ class OutputEvent:
             raise ValueError(f"kind must be one of {EVENT_KINDS}, not {self.kind!r}")
 
 
+class SessionOutcome:
+    """What a result of a session's call says of its outcome (``CellResult``,
+    ``CallResult``): truthy exactly when the call was committed with ``Status.OK`` and
+    ``error`` is None, and a property per outcome."""
+
+    outcome: str
+    status: Status
+    error: CellError | None
+
+    def __bool__(self) -> bool:
+        return self.outcome == COMMITTED and self.status is Status.OK and self.error is None
+
+    @property
+    def committed(self) -> bool:
+        return self.outcome == COMMITTED
+
+    @property
+    def rolled_back(self) -> bool:
+        return self.outcome == ROLLED_BACK
+
+    @property
+    def lost(self) -> bool:
+        return self.outcome == LOST
+
+
 @record(unhashed=("files", "displays"))
-class CellResult:
+class CellResult(SessionOutcome):
     """What one ``Session.run`` did: the outcome for the session's state, how the code
     ended, its output and value, and what it used.
 
@@ -116,18 +142,3 @@ class CellResult:
             raise ValueError(f"outcome must be one of {OUTCOMES}, not {self.outcome!r}")
         object.__setattr__(self, "files", FrozenFiles(self.files))
         object.__setattr__(self, "displays", tuple(self.displays))
-
-    def __bool__(self) -> bool:
-        return self.outcome == COMMITTED and self.status is Status.OK and self.error is None
-
-    @property
-    def committed(self) -> bool:
-        return self.outcome == COMMITTED
-
-    @property
-    def rolled_back(self) -> bool:
-        return self.outcome == ROLLED_BACK
-
-    @property
-    def lost(self) -> bool:
-        return self.outcome == LOST
