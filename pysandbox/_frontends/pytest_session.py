@@ -25,6 +25,7 @@ import pytest
 from .._api.notebook import run_notebook
 from .._api.session import Session
 from .._api.session_program import run_program
+from .._model.call_result import CallResult
 from .._model.cell_verdict import describe_cell
 from .._model.escape import escape_report
 from .._model.limits import Limits
@@ -123,7 +124,7 @@ def check_module_marker(item: pytest.Item, module: pytest.Module) -> None:
         )
 
 
-def _tails(cell: CellResult) -> str:
+def _tails(cell: CellResult | CallResult) -> str:
     """The tails of a call's stdout and stderr, and the traceback of what it raised."""
     return output_tails(cell) + (f"\n{cell.error.traceback}" if cell.error else "")
 
@@ -317,6 +318,40 @@ class SessionSandbox:
         record_run(self._item, what, describe(result, limits), limits, output_tails(result), result)
         return result
 
-    def _record(self, what: str, cell: CellResult) -> None:
+    def call(self, target: str, /, *args: object, **kwargs: object) -> object:
+        """The return value of the function ``target`` of the session's code called
+        with copies of ``args`` and ``kwargs`` (``Session.call``), under the test's
+        limits.  Fails the test with ``pysandbox.SandboxFailure`` when the function
+        raised, did not finish, or returned what cannot cross: the message says which,
+        with its traceback and output, as its author needs it."""
+        __tracebackhide__ = True
+        return self.call_result(target, *args, **kwargs).check().value
+
+    def call_result(self, target: str, /, *args: object, **kwargs: object) -> CallResult:
+        """``Session.call``'s whole ``CallResult`` under the test's limits: the value,
+        the function's output apart, or its exception; nothing fails the test."""
+        limits = self._limits
+        result = self._session.call_with(
+            target,
+            args,
+            kwargs,
+            wall_time=limits.wall_time,
+            cpu_time=limits.cpu_time,
+            stdout=limits.stdout,
+            stderr=limits.stderr,
+            truncate_output=limits.truncate_output,
+        )
+        self._record(f"call {result.call}", result)
+        return result
+
+    def push(self, values: Mapping[str, object] | None = None, /, **named: object) -> None:
+        """``Session.push``: set the session's variables to copies of these."""
+        self._session.push(values, **named)
+
+    def pull(self, *names: str) -> dict[str, object]:
+        """``Session.pull``: copies of the session's variables ``names``."""
+        return self._session.pull(*names)
+
+    def _record(self, what: str, cell: CellResult | CallResult) -> None:
         verdict = describe_cell(cell, self._limits)
         record_run(self._item, what, verdict, self._limits, _tails(cell), cell)

@@ -9,6 +9,7 @@ it raised, its times.
 
 from __future__ import annotations
 
+from .call_result import CallResult
 from .limits import Limits
 from .session_result import CellResult
 from .status import signal_name
@@ -19,17 +20,20 @@ __all__ = ["describe_cell"]
 _OUTCOME_WORDS = {"committed": "committed", "rolled_back": "rolled back", "lost": "session lost"}
 
 
-def describe_cell(cell: CellResult, limits: Limits) -> str:
-    """How ``cell`` ended, in one line; ``limits`` are the call's."""
+def describe_cell(cell: CellResult | CallResult, limits: Limits) -> str:
+    """How ``cell`` (a ``Session.run`` or ``Session.call``) ended, in one line;
+    ``limits`` are the call's."""
     parts = [cell.status.value]
     if cell.status in LIMIT_STATUSES:
         parts[0] += limit_hit(cell, limits)
     parts.append(_OUTCOME_WORDS[cell.outcome])
-    if cell.error is not None:
+    if isinstance(cell, CallResult) and cell.value_refused:
+        parts.append("its value cannot cross")
+    elif cell.error is not None:
         parts.append(f"raised {cell.error.type}")
-    if cell.signal is not None:
+    if isinstance(cell, CellResult) and cell.signal is not None:
         parts.append(f"killed by {signal_name(cell.signal)}")
-    elif cell.returncode is not None:
+    elif isinstance(cell, CellResult) and cell.returncode is not None:
         parts.append(f"exit {cell.returncode}")
     parts.append(f"cpu {cell.cpu_time:.2f} s")
     parts.append(f"wall {cell.wall_time:.2f} s")
