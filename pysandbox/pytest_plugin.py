@@ -1,11 +1,14 @@
 # SPDX-License-Identifier: MIT
 """The pytest plugin for graders: a ``sandbox`` fixture whose runs take their limits from
 the test's ``@pytest.mark.sandbox(...)`` markers and the ``sandbox_*`` ini options, and
-whose every run is attached to the test's report.
+whose every run is attached to the test's report; points, partial credit, Gradescope's
+``results.json`` and the ``submission`` fixture (``_frontends/pytest_grades.py`` and its
+neighbours).
 
 pytest loads it through the ``pytest11`` entry point named ``pysandbox`` as soon as
-pysandbox is installed (``-p no:pysandbox`` turns it off).  It is the only module of
-pysandbox that imports pytest: ``import pysandbox`` never does.
+pysandbox is installed (``-p no:pysandbox`` turns it off).  It and the ``pytest_*``
+modules of ``_frontends`` that it imports are the only ones that import pytest:
+``import pysandbox`` never does.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ import pytest
 
 from ._api.aio import run_async, run_python_async
 from ._api.run import run, run_python
+from ._frontends.pytest_grades import add_options, award, configure
+from ._frontends.pytest_report import SECTION_PREFIX, sandbox_report
+from ._frontends.pytest_student import Submission, submission
 from ._model.limits import Limits
 from ._model.result import Result, output_tails
 from ._model.units import LIMIT_OPTIONS
@@ -29,10 +35,7 @@ if TYPE_CHECKING:
 
     from ._api.options import AsyncPythonOptions, AsyncRunOptions, PythonOptions, RunOptions
 
-__all__ = ["SECTION_PREFIX", "Sandbox", "sandbox_report"]
-
-#: The title of each run's report section starts with it: ``"pysandbox run 1: ['./prog']"``.
-SECTION_PREFIX = "pysandbox run"
+__all__ = ["SECTION_PREFIX", "Sandbox", "Submission", "award", "sandbox_report", "submission"]
 
 #: The fields of ``Limits``, by name, with the type of their default (float, int, bool).
 _FIELD_TYPES: dict[str, type] = {
@@ -147,14 +150,6 @@ def _section(entry: _Run) -> tuple[str, str]:
     return f"{SECTION_PREFIX} {entry.number}: {entry.what}", text
 
 
-def sandbox_report(report: pytest.TestReport) -> str:
-    """The sections of every sandboxed run attached to ``report``, as pytest shows them
-    (each under its title), or ``""`` when the test made none: for a grader's feedback."""
-    return "".join(
-        f"{title}\n{text}" for title, text in report.sections if title.startswith(SECTION_PREFIX)
-    )
-
-
 class Sandbox:
     """What the ``sandbox`` fixture gives a test: ``run``, ``run_python`` and their async
     forms, with the signatures of ``pysandbox.run`` and the others, whose ``limits``
@@ -175,6 +170,11 @@ class Sandbox:
         """The test's limits: the ``sandbox_*`` ini options over ``Limits()``, and the
         ``sandbox`` markers over those (the nearest wins per field)."""
         return self._limits
+
+    def award(self, points: float) -> None:
+        """Give the test ``points`` of its ``max_score``: partial credit (see
+        ``pysandbox.pytest_plugin.award``)."""
+        award(self._item, points)
 
     @property
     def results(self) -> tuple[Result, ...]:
@@ -243,7 +243,9 @@ def sandbox(request: pytest.FixtureRequest) -> Sandbox:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """One ini option per field of ``Limits``: ``sandbox_cpu_time = 0.5`` and so on."""
+    """One ini option per field of ``Limits``: ``sandbox_cpu_time = 0.5`` and so on; and
+    the grader's options (``--submission``, ``--sandbox-gradescope``...)."""
+    add_options(parser)
     for name, kind in _FIELD_TYPES.items():
         unit = {float: "seconds, or 500ms", int: "bytes, or 256M", bool: "true or false"}[kind]
         if name in _COUNTS:
@@ -255,13 +257,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register the marker (so ``--strict-markers`` passes) and read the ini options."""
+    """Register the markers (so ``--strict-markers`` passes), read the ini options and
+    register the grader's hooks."""
     config.addinivalue_line(
         "markers",
         "sandbox(**limits): the limits of the sandbox fixture's runs in this test, class "
         "or module (keywords: the fields of pysandbox.Limits; the nearest marker wins)",
     )
     config.stash[_BASE_LIMITS] = _base_limits(config)
+    configure(config)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: Iterable[pytest.Item]) -> None:
