@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.docs import DOCS, code_blocks
 from support.inner_pytest import run_pytest
 
 from pysandbox._frontends.pytest_student import MAX_ENTRIES
@@ -473,3 +475,20 @@ def test_a_file_that_cannot_be_collected_is_in_the_results(tmp_path: Path) -> No
     assert (broken["score"], broken["max_score"], broken["status"]) == (0, 0, "failed")
     assert broken["output"].startswith("error in collection: "), broken
     assert "No module named 'solution'" in broken["output"], broken
+
+
+def test_the_documented_example_scores_what_the_page_says(tmp_path: Path) -> None:
+    """docs/graders.rst's example of points, graded as the page says: 4 of 6."""
+    (example,) = (b for b in code_blocks("python", DOCS / "graders.rst") if "mark.points" in b)
+    (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = --strict-markers\n")
+    (tmp_path / "test_example.py").write_text("import pytest\n" + textwrap.dedent(example))
+    (tmp_path / "student").mkdir()
+    (tmp_path / "student" / "solution.py").write_text("def add(a, b):\n    return a + b\n")
+    graded = Graded(tmp_path, "--submission", "student")
+    assert graded.results["score"] == 4, graded.why()
+    assert [(t["name"], t["score"], t["max_score"]) for t in graded.results["tests"]] == [
+        ("add", 4, 4),
+        ("test_has_a_readme", 0, 2),
+    ]
+    assert graded.tests["add"]["visibility"] == "after_due_date"
+    assert graded.tests["test_has_a_readme"]["output"].startswith("AssertionError: no README.md\n")
