@@ -1,11 +1,13 @@
 # SPDX-License-Identifier: MIT
 """The pytest plugin for graders: a ``sandbox`` fixture whose runs take their limits from
 the test's ``@pytest.mark.sandbox(...)`` markers and the ``sandbox_*`` ini options, and
-whose every run is attached to the test's report.
+whose every run is attached to the test's report; points, partial credit, Gradescope's
+``results.json`` and the ``submission`` fixture (``_frontends/pytest_grades.py`` and its
+neighbours).
 
 pytest loads it through the ``pytest11`` entry point named ``pysandbox`` as soon as
-pysandbox is installed (``-p no:pysandbox`` turns it off).  It is the only module of
-pysandbox that imports pytest, with the ``_frontends/pytest_*.py`` modules it uses:
+pysandbox is installed (``-p no:pysandbox`` turns it off).  It and the ``pytest_*``
+modules of ``_frontends`` that it imports are the only ones that import pytest:
 ``import pysandbox`` never does.
 """
 
@@ -19,20 +21,19 @@ import pytest
 
 from ._api.aio import run_async, run_python_async
 from ._api.run import run, run_python
-from ._frontends.pytest_runs import (
-    SECTION_PREFIX,
-    record_run,
-    recorded_results,
-    run_sections,
-    sandbox_report,
-    shorten,
-)
+from ._api.session import Session
+from ._frontends.pytest_grades import add_options, award, configure
+from ._frontends.pytest_report import SECTION_PREFIX, sandbox_report
+from ._frontends.pytest_runs import cell_tails, record_run, recorded_results, run_sections, shorten
 from ._frontends.pytest_session import (
     LiveSession,
     SessionSandbox,
     check_module_marker,
     load_plan,
 )
+from ._frontends.pytest_student import Submission, submission, submission_directory
+from ._model.call_result import CallResult
+from ._model.cell_verdict import describe_cell
 from ._model.limits import Limits
 from ._model.result import Result, output_tails
 from ._model.units import LIMIT_OPTIONS
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 
     from ._api.options import AsyncPythonOptions, AsyncRunOptions, PythonOptions, RunOptions
 
-__all__ = ["SECTION_PREFIX", "Sandbox", "sandbox_report"]
+__all__ = ["SECTION_PREFIX", "Sandbox", "Submission", "award", "sandbox_report", "submission"]
 
 
 #: The fields of ``Limits``, by name, with the type of their default (float, int, bool).
@@ -148,6 +149,30 @@ class Sandbox:
         ``sandbox`` markers over those (the nearest wins per field)."""
         return self._limits
 
+    def award(self, points: float) -> None:
+        """Give the test ``points`` of its ``max_score``: partial credit (see
+        ``pysandbox.pytest_plugin.award``)."""
+        award(self._item, points)
+
+    def call(self, target: str, /, *args: object, **kwargs: object) -> object:
+        """The return value of the function ``target`` (``"solution.add"``) called with
+        copies of ``args`` and ``kwargs`` in a fresh sandbox holding the submission's
+        files, under the test's limits (``call_result``).  Fails the test with
+        ``pysandbox.SandboxFailure`` when it raised, did not finish, or returned what
+        cannot cross, with a message for the function's author."""
+        __tracebackhide__ = True
+        return self.call_result(target, *args, **kwargs).check().value
+
+    def call_result(self, target: str, /, *args: object, **kwargs: object) -> CallResult:
+        """``Session.call``'s whole ``CallResult`` in a session of one call, started with
+        the submission's files (``--submission``) and the test's limits, and closed."""
+        limits = self._limits
+        with Session(limits=limits, files=_submission_files(self._item.config)) as session:
+            result = session.call_with(target, args, kwargs)
+        verdict = describe_cell(result, limits)
+        record_run(self._item, f"call {result.call}", verdict, limits, cell_tails(result), result)
+        return result
+
     @property
     def results(self) -> tuple[Result, ...]:
         """The results of the runs made through this fixture so far, in the order they
@@ -209,7 +234,14 @@ def sandbox(request: pytest.FixtureRequest) -> Sandbox:
 
 
 def _submission_files(config: pytest.Config) -> dict[str, bytes]:
-    return {}
+    """Every file of the submission to grade (none without one), for a session's
+    ``/sandbox``; a directory that is missing or hostile fails the test that loads it."""
+    directory = submission_directory(config)
+    if directory is None:
+        return {}
+    if not directory.is_dir():
+        pytest.fail(f"--submission {directory}: not a directory", pytrace=False)
+    return Submission(directory).files()
 
 
 @pytest.fixture(scope="session")
@@ -258,7 +290,9 @@ def sandbox_session(
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """One ini option per field of ``Limits``: ``sandbox_cpu_time = 0.5`` and so on."""
+    """One ini option per field of ``Limits``: ``sandbox_cpu_time = 0.5`` and so on; and
+    the grader's options (``--submission``, ``--sandbox-gradescope``...)."""
+    add_options(parser)
     for name, kind in _FIELD_TYPES.items():
         unit = {float: "seconds, or 500ms", int: "bytes, or 256M", bool: "true or false"}[kind]
         if name in _COUNTS:
@@ -276,7 +310,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register the marker (so ``--strict-markers`` passes) and read the ini options."""
+    """Register the markers (so ``--strict-markers`` passes), read the ini options and
+    register the grader's hooks."""
     config.addinivalue_line(
         "markers",
         "sandbox(**limits): the limits of the sandbox fixture's runs in this test, class "
@@ -292,6 +327,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_BASE_LIMITS] = _base_limits(config)
     if config.getini("sandbox_session_scope") not in ("module", "session"):
         raise pytest.UsageError("ini option sandbox_session_scope: module or session")
+    configure(config)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: Iterable[pytest.Item]) -> None:

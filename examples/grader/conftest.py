@@ -13,48 +13,17 @@ from pathlib import Path
 
 import pytest
 
+# The plugin's --submission (default: pytest.ini's sandbox_submission) and its fixture.
+from pysandbox.pytest_plugin import Submission as Submission
 from pysandbox.pytest_plugin import sandbox_report
-
-HERE = Path(__file__).resolve().parent
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
-        "--submission",
-        default=str(HERE / "submissions" / "good"),
-        help="the directory of the submission to grade (default: submissions/good)",
-    )
     parser.addoption(
         "--results",
         default="results.json",
         help="where to write the Gradescope-style results (default: results.json)",
     )
-
-
-class Submission:
-    """The student's files; a missing one fails the test that needs it, not the grader."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-
-    def read(self, name: str) -> bytes:
-        path = self.directory / name
-        if not path.is_file():
-            pytest.fail(f"the submission has no {name}", pytrace=False)
-        return path.read_bytes()
-
-
-@pytest.fixture(scope="session")
-def submission(pytestconfig: pytest.Config) -> Submission:
-    return Submission(Path(pytestconfig.getoption("submission")))
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Record each test's points as a user property: JUnit XML carries them, and so does
-    every report, even from a pytest-xdist worker."""
-    for item in items:
-        marker = item.get_closest_marker("points")
-        item.user_properties.append(("max_score", marker.args[0] if marker else 1))
 
 
 @dataclasses.dataclass

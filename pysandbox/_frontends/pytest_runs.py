@@ -16,22 +16,22 @@ from typing import NamedTuple, NoReturn
 
 import pytest
 
+from .._model.call_result import CallResult
 from .._model.limits import Limits
-from .._model.result import SandboxFailure
+from .._model.result import SandboxFailure, output_tails
+from .._model.session_result import CellResult
 from .._model.verdict import size_text
+from .pytest_report import SECTION_PREFIX
 
 __all__ = [
-    "SECTION_PREFIX",
+    "cell_tails",
     "fail_with",
     "record_run",
     "recorded_results",
     "run_sections",
-    "sandbox_report",
     "shorten",
 ]
 
-#: The title of each run's report section starts with it: ``"pysandbox run 1: ['./prog']"``.
-SECTION_PREFIX = "pysandbox run"
 #: How long a title's program or code may be before it is cut.
 _TITLE_WIDTH = 60
 
@@ -83,6 +83,12 @@ def fail_with(item: pytest.Item, message: str, result: object) -> NoReturn:
     pytest.fail(message, pytrace=False)
 
 
+def cell_tails(cell: CellResult | CallResult) -> str:
+    """The tails of a session call's stdout and stderr, and the traceback of what it
+    raised."""
+    return output_tails(cell) + (f"\n{cell.error.traceback}" if cell.error else "")
+
+
 def _section(entry: _Run) -> tuple[str, str]:
     limits = entry.limits
     text = (
@@ -106,11 +112,3 @@ def run_sections(
         item.stash[_RUNS] = []
         item.stash[_SHOWN] = None
     return sections
-
-
-def sandbox_report(report: pytest.TestReport) -> str:
-    """The sections of every sandboxed run attached to ``report``, as pytest shows them
-    (each under its title), or ``""`` when the test made none: for a grader's feedback."""
-    return "".join(
-        f"{title}\n{text}" for title, text in report.sections if title.startswith(SECTION_PREFIX)
-    )

@@ -30,10 +30,11 @@ from .._model.cell_verdict import describe_cell
 from .._model.escape import escape_report
 from .._model.limits import Limits
 from .._model.notebook_result import NotebookResult
-from .._model.result import Result, output_tails
+from .._model.result import Result
 from .._model.session_result import CellResult
 from .._model.verdict import describe
-from .pytest_runs import fail_with, record_run, shorten
+from .pytest_grades import award
+from .pytest_runs import cell_tails, fail_with, record_run, shorten
 
 if TYPE_CHECKING:
     from .._model.file import File
@@ -124,11 +125,6 @@ def check_module_marker(item: pytest.Item, module: pytest.Module) -> None:
         )
 
 
-def _tails(cell: CellResult | CallResult) -> str:
-    """The tails of a call's stdout and stderr, and the traceback of what it raised."""
-    return output_tails(cell) + (f"\n{cell.error.traceback}" if cell.error else "")
-
-
 def _notebook_lines(notebook: NotebookResult) -> str:
     """A line per code cell that did not end ok: its index, state and reason."""
     lines = []
@@ -203,13 +199,13 @@ class LiveSession:
                 session, plan.setup, cpu_time=limits.cpu_time, wall_time=limits.wall_time
             )
             verdict = describe(result, limits)
-            record_run(item, what, verdict, limits, output_tails(result), result)
-            ok, tails, ran = bool(result), output_tails(result), result
+            record_run(item, what, verdict, limits, outputcell_tails(result), result)
+            ok, tails, ran = bool(result), outputcell_tails(result), result
         elif plan.setup is not None:
             cell = session.run(plan.setup, cpu_time=limits.cpu_time, wall_time=limits.wall_time)
             verdict = describe_cell(cell, limits)
-            record_run(item, what, verdict, limits, _tails(cell), cell)
-            ok, tails, ran = bool(cell), _tails(cell), cell
+            record_run(item, what, verdict, limits, cell_tails(cell), cell)
+            ok, tails, ran = bool(cell), cell_tails(cell), cell
         else:
             return "", None
         if ok:
@@ -315,7 +311,9 @@ class SessionSandbox:
             self._session, argv, stdin=data, cpu_time=limits.cpu_time, wall_time=limits.wall_time
         )
         what = shorten(repr(list(argv)))
-        record_run(self._item, what, describe(result, limits), limits, output_tails(result), result)
+        record_run(
+            self._item, what, describe(result, limits), limits, outputcell_tails(result), result
+        )
         return result
 
     def call(self, target: str, /, *args: object, **kwargs: object) -> object:
@@ -344,6 +342,11 @@ class SessionSandbox:
         self._record(f"call {result.call}", result)
         return result
 
+    def award(self, points: float) -> None:
+        """Partial credit: the test scores ``points`` (at most its ``points`` marker's),
+        passed or failed; see ``pysandbox.pytest_plugin.award``."""
+        award(self._item, points)
+
     def push(self, values: Mapping[str, object] | None = None, /, **named: object) -> None:
         """``Session.push``: set the session's variables to copies of these."""
         self._session.push(values, **named)
@@ -354,4 +357,4 @@ class SessionSandbox:
 
     def _record(self, what: str, cell: CellResult | CallResult) -> None:
         verdict = describe_cell(cell, self._limits)
-        record_run(self._item, what, verdict, self._limits, _tails(cell), cell)
+        record_run(self._item, what, verdict, self._limits, cell_tails(cell), cell)

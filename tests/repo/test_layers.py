@@ -247,6 +247,33 @@ def test_tests_mirror_the_layers_and_share_helpers_only_through_support() -> Non
     assert not problems, "\n".join(problems)
 
 
+def _imports_pytest(path: Path) -> bool:
+    """Whether ``path`` imports pytest (or its private ``_pytest``) in any way."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        else:
+            continue
+        if any(name.split(".")[0] in ("pytest", "_pytest") for name in names):
+            return True
+    return False
+
+
+def test_only_the_plugin_and_its_modules_import_pytest() -> None:
+    """``import pysandbox`` never imports pytest: only the plugin (``pytest_plugin``)
+    and its modules (``_frontends/pytest_*.py``) do, and only the plugin imports them."""
+    plugin_modules = {PACKAGE / "pytest_plugin.py", *(PACKAGE / "_frontends").glob("pytest_*.py")}
+    importers = {path for path in sources() if _imports_pytest(path)}
+    assert importers == plugin_modules, sorted(str(p.relative_to(ROOT)) for p in importers)
+    names = {module_name(path) for path in plugin_modules}
+    for path in sources():
+        if path not in plugin_modules:
+            wrong = [str(item) for item in imports(path) if item.target in names]
+            assert not wrong, wrong
+
+
 def test_one_describe_for_every_test() -> None:
     """An account of a result for assertion messages is written once, in
     ``tests/support/describe.py``; a test that wants more passes it as context."""

@@ -22,13 +22,15 @@ SESSION_TIMEOUT = slow(60)
 
 
 def run_pytest(
-    directory: Path, *args: str, env: Mapping[str, str] | None = None
+    directory: Path, *args: str, env: Mapping[str, str] | None = None, xdist: bool = False
 ) -> subprocess.CompletedProcess[str]:
     """``python -m pytest ARGS`` in ``directory``, with ``env`` added to the environment
-    and its output captured as text."""
+    and its output captured as text; pytest-xdist is off unless ``xdist`` (then ARGS
+    say how many workers: ``-n 2``)."""
     clean = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST_")}
+    plugins = [] if xdist else ["-p", "no:xdist"]
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", *args],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *plugins, *args],
         cwd=directory,
         env={**clean, **(env or {})},
         capture_output=True,
