@@ -199,8 +199,8 @@ class LiveSession:
                 session, plan.setup, cpu_time=limits.cpu_time, wall_time=limits.wall_time
             )
             verdict = describe(result, limits)
-            record_run(item, what, verdict, limits, outputcell_tails(result), result)
-            ok, tails, ran = bool(result), outputcell_tails(result), result
+            record_run(item, what, verdict, limits, output_tails(result), result)
+            ok, tails, ran = bool(result), output_tails(result), result
         elif plan.setup is not None:
             cell = session.run(plan.setup, cpu_time=limits.cpu_time, wall_time=limits.wall_time)
             verdict = describe_cell(cell, limits)
@@ -312,7 +312,7 @@ class SessionSandbox:
         )
         what = shorten(repr(list(argv)))
         record_run(
-            self._item, what, describe(result, limits), limits, outputcell_tails(result), result
+            self._item, what, describe(result, limits), limits, output_tails(result), result
         )
         return result
 
