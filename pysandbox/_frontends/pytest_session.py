@@ -30,7 +30,7 @@ from .._model.cell_verdict import describe_cell
 from .._model.escape import escape_report
 from .._model.limits import Limits
 from .._model.notebook_result import NotebookResult
-from .._model.result import Result
+from .._model.result import Result, output_tails
 from .._model.session_result import CellResult
 from .._model.verdict import describe
 from .pytest_grades import award
