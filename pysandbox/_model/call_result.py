@@ -88,6 +88,7 @@ class CallResult(SessionOutcome):
         ZeroDivisionError: division by zero`` and the traceback, or ``solution.add(2, 3)
         did not finish: CPU time limit of 1 s reached``; then the tails of stdout and
         stderr."""
+        __tracebackhide__ = True  # pytest shows the caller's line, not this frame
         if self:
             return self
         if self.error is not None and self.value_refused:

@@ -5,7 +5,9 @@ forever, crash, run out of memory and still cost only their own points."""
 
 from __future__ import annotations
 
+import json
 import random
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -114,6 +116,80 @@ def test_b(sandbox_session):
     pass
 """
 
+SOLUTION = """\
+def add(a, b):
+    print("adding")
+    return a + b
+
+
+def divide(a, b):
+    return a / b
+
+
+def numbers():
+    return (n for n in range(3))
+
+
+def spin():
+    while True:
+        pass
+"""
+
+CELLS = [
+    "x = 21",
+    "while True: pass",
+    "def double(v):\n    return 2 * v",
+    "raise ValueError('oops')",
+    "y = double(x)",
+]
+
+CALLS = """\
+import pytest
+
+pytestmark = pytest.mark.sandbox_session(setup="import solution")
+
+
+def test_value(sandbox_session):
+    assert sandbox_session.call("solution.add", 2, 3) == 5
+    whole = sandbox_session.call_result("solution.add", (1,), (2,))
+    assert (whole.value, whole.stdout) == ((1, 2), b"adding\\n")
+
+
+def test_raises(sandbox_session):
+    sandbox_session.call("solution.divide", 1, 0)
+
+
+def test_cannot_cross(sandbox_session):
+    sandbox_session.call("solution.numbers")
+
+
+@pytest.mark.points(4)
+@pytest.mark.sandbox(cpu_time="300ms")
+def test_partial(sandbox_session):
+    sandbox_session.award(1)
+    sandbox_session.call("solution.spin")
+
+
+def test_fresh(sandbox):
+    assert sandbox.call("solution.add", "a", "b") == "ab"
+"""
+
+NOTEBOOK = """\
+import pytest
+
+pytestmark = pytest.mark.sandbox_session(notebook="analysis.ipynb", setup_cpu_time=0.5)
+
+
+def test_cells(sandbox_session):
+    states = [cell.state for cell in sandbox_session.notebook.cells]
+    assert states == ["ok", "rolled_back", "ok", "error", "ok"]
+
+
+def test_state(sandbox_session):
+    assert sandbox_session.call("double", 4) == 8
+    assert sandbox_session.pull("y") == {"y": 42}
+"""
+
 SHARED = """\
 import pytest
 
@@ -132,6 +208,8 @@ class Inner:
         self.disk = disk
         self.process = run_pytest(directory, "--junitxml", "junit.xml", "-rA", *args)
         self.junit = ET.parse(directory / "junit.xml").getroot()
+        gradescope = directory / "results.json"
+        self.grades = json.loads(gradescope.read_text()) if gradescope.exists() else {}
 
     def case(self, name: str) -> ET.Element:
         (found,) = (case for case in self.junit.iter("testcase") if case.get("name") == name)
@@ -150,6 +228,10 @@ class Inner:
     def why(self) -> str:
         return self.process.stdout + self.process.stderr
 
+    def grade(self, name: str) -> dict[str, object]:
+        (found,) = (test for test in self.grades["tests"] if test["name"].endswith(name))
+        return found
+
 
 @pytest.fixture(scope="module")
 def inner(tmp_path_factory: pytest.TempPathFactory) -> Inner:
@@ -159,7 +241,16 @@ def inner(tmp_path_factory: pytest.TempPathFactory) -> Inner:
     (directory / "test_stateful.py").write_text(STATEFUL)
     (directory / "test_programs.py").write_text(PROGRAMS)
     (directory / "test_broken.py").write_text(BROKEN)
-    return Inner(directory, disk=disk)
+    (directory / "test_calls.py").write_text(CALLS)
+    (directory / "test_notebook.py").write_text(NOTEBOOK)
+    submission = directory / "sub"
+    submission.mkdir()
+    (submission / "solution.py").write_text(SOLUTION)
+    cells = [{"cell_type": "code", "source": cell, "metadata": {}, "outputs": []} for cell in CELLS]
+    notebook = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}
+    (submission / "analysis.ipynb").write_text(json.dumps(notebook))
+    args = ("--submission", "sub", "--sandbox-gradescope", "results.json")
+    return Inner(directory, *args, disk=disk)
 
 
 def test_a_call_a_limit_ends_costs_only_its_test(inner: Inner) -> None:
@@ -188,7 +279,8 @@ def test_the_submission_is_loaded_once_per_module(inner: Inner) -> None:
     assert first["pysandbox run 1"].startswith("ok, committed"), first
     assert first["pysandbox run 1"].endswith(": setup: with open('loads', 'a') as f: f.write('x')")
     later = inner.properties("test_3_state_from_before_the_loop")
-    assert list(later) == ["pysandbox run 1"] and "setup" not in later["pysandbox run 1"]
+    runs = [name for name in later if name.startswith("pysandbox run")]
+    assert runs == ["pysandbox run 1"] and "setup" not in later["pysandbox run 1"], later
 
 
 def test_a_program_compiled_once_runs_in_each_test(inner: Inner) -> None:
@@ -208,6 +300,48 @@ def test_a_load_that_fails_errors_each_test_with_its_output(inner: Inner) -> Non
     output = inner.process.stdout
     assert output.count("the submission could not be loaded (setup: ['sh', '-c',") >= 2, output
     assert "cannot build" in output, output
+
+
+def test_a_students_function_gives_its_value_apart_from_its_prints(inner: Inner) -> None:
+    assert inner.outcome("test_value") == "passed", inner.why()
+    verdict = inner.properties("test_value")["pysandbox run 2"]
+    assert verdict.startswith("ok, committed, cpu "), verdict
+    assert verdict.endswith(": call solution.add(2, 3)"), verdict
+
+
+def test_a_students_exception_is_told_once_as_its_author_reads_it(inner: Inner) -> None:
+    assert inner.outcome("test_raises") == "failure", inner.why()
+    output = inner.grade("test_raises")["output"]
+    assert isinstance(output, str)
+    assert output.count("solution.divide(1, 0) raised ZeroDivisionError: division by zero") == 1
+    assert 'File "/sandbox/solution.py", line 7, in divide' in output, output
+    report = inner.process.stdout.split("_ test_raises _")[1].split("\n___")[0]
+    assert re.search(r"^E +pysandbox.SandboxFailure: solution.divide\(1, 0\) raised", report, re.M)
+    assert "pysandbox/" not in report and "pysandbox run 1" not in report, report
+
+
+def test_a_value_that_cannot_cross_fails_its_test_only(inner: Inner) -> None:
+    assert inner.outcome("test_cannot_cross") == "failure", inner.why()
+    output = inner.grade("test_cannot_cross")["output"]
+    assert "the return value of solution.numbers() cannot cross" in str(output), output
+
+
+def test_partial_credit_from_the_session_fixture(inner: Inner) -> None:
+    grade = inner.grade("test_partial")
+    assert (grade["score"], grade["max_score"], grade["status"]) == (1, 4, "failed"), grade
+    assert "solution.spin() did not finish: CPU time limit of 0.3 s reached" in str(grade["output"])
+
+
+def test_the_fresh_fixture_calls_a_function_of_the_submission(inner: Inner) -> None:
+    assert inner.outcome("test_fresh") == "passed", inner.why()
+
+
+def test_a_notebook_loads_cell_by_cell_and_its_state_is_graded(inner: Inner) -> None:
+    assert inner.outcome("test_cells") == "passed", inner.why()
+    assert inner.outcome("test_state") == "passed", inner.why()
+    load = inner.properties("test_cells")["pysandbox run 1"]
+    assert load.startswith("5 cells: 3 ok, 1 error, 1 rolled_back"), load
+    assert load.endswith(": notebook analysis.ipynb"), load
 
 
 def test_every_sandbox_is_gone_after_the_run(inner: Inner) -> None:
