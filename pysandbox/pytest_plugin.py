@@ -44,7 +44,15 @@ if TYPE_CHECKING:
 
     from ._api.options import AsyncPythonOptions, AsyncRunOptions, PythonOptions, RunOptions
 
-__all__ = ["SECTION_PREFIX", "Sandbox", "Submission", "award", "sandbox_report", "submission"]
+__all__ = [
+    "SECTION_PREFIX",
+    "Sandbox",
+    "SessionSandbox",
+    "Submission",
+    "award",
+    "sandbox_report",
+    "submission",
+]
 
 
 #: The fields of ``Limits``, by name, with the type of their default (float, int, bool).

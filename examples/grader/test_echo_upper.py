@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: MIT
-"""echo_upper.py, a program that reads standard input: run against several inputs."""
+"""echo_upper.py, a program that reads stdin: each input in a fresh sandbox of its own
+(the ``sandbox`` fixture), as a program graded from the outside runs."""
 
 from __future__ import annotations
 
 import pytest
-from conftest import Submission
 
-from pysandbox.pytest_plugin import Sandbox
+from pysandbox.pytest_plugin import Sandbox, Submission
 
 
 @pytest.mark.sandbox(cpu_time="500ms")  # echoing a few lines takes a few milliseconds

@@ -1,30 +1,20 @@
 # SPDX-License-Identifier: MIT
-"""sum.c: compiled with gcc inside the sandbox, then run against several inputs.
+"""sum.c: compiled once by gcc in the module's session, then run against several
+inputs, each run a call of that session.
 
-gcc gets limits of its own (explicit limits win over the ini options); the program runs
-under the ini's defaults.
+gcc gets limits of its own (``setup_cpu_time``, ``setup_wall_time``): it runs cc1, as
+and ld.  A compile error errors every test of the module with gcc's messages.
 """
 
 from __future__ import annotations
 
 import pytest
-from conftest import Submission
 
-from pysandbox import Limits, Result
-from pysandbox.pytest_plugin import Sandbox
+from pysandbox.pytest_plugin import SessionSandbox
 
-# gcc runs cc1, as and ld: more memory, processes and time than the program needs.  (The
-# sandbox has no /tmp: gcc keeps its temporary files in the working directory.)
-COMPILER_LIMITS = Limits(cpu_time=10, wall_time=30, memory=1024 * 2**20, processes=32)
-
-
-def compile_sum(sandbox: Sandbox, submission: Submission) -> Result:
-    """sum.c compiled to ./sum; a compile error fails the test with gcc's messages."""
-    return sandbox.run(
-        ["gcc", "-O2", "-Wall", "-o", "sum", "sum.c"],
-        files={"sum.c": submission.read("sum.c")},
-        limits=COMPILER_LIMITS,
-    ).check()
+pytestmark = pytest.mark.sandbox_session(
+    setup=["gcc", "-O2", "-Wall", "-o", "sum", "sum.c"], setup_cpu_time=10, setup_wall_time=30
+)
 
 
 @pytest.mark.points(2)
@@ -37,8 +27,6 @@ def compile_sum(sandbox: Sandbox, submission: Submission) -> Result:
     ],
     ids=["small", "two-lines", "large"],
 )
-def test_sum(sandbox: Sandbox, submission: Submission, given: str, expected: str) -> None:
-    built = compile_sum(sandbox, submission)
-    # files_with_modes() keeps the executable bit of ./sum for the next run.
-    result = sandbox.run(["./sum"], files=built.files_with_modes(), stdin=given).check()
+def test_sum(sandbox_session: SessionSandbox, given: str, expected: str) -> None:
+    result = sandbox_session.run(["./sum"], stdin=given).check()
     assert result.stdout_text() == expected

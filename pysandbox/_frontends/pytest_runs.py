@@ -103,10 +103,13 @@ def _section(entry: _Run) -> tuple[str, str]:
 def run_sections(
     item: pytest.Item, failure: BaseException | None, last: bool
 ) -> list[tuple[str, str]]:
-    """The report sections of ``item``'s runs so far, but the one whose
-    ``SandboxFailure`` is ``failure`` (the message shows it); forgotten when ``last``."""
+    """The report sections of ``item``'s runs so far, but the one whose failure failed
+    the test (``failure``'s, or ``fail_with``'s: the message shows it, in this phase's
+    report and the later ones); forgotten when ``last``."""
     runs = item.stash.get(_RUNS, [])
-    shown = failure.result if isinstance(failure, SandboxFailure) else item.stash.get(_SHOWN, None)
+    if isinstance(failure, SandboxFailure):
+        item.stash[_SHOWN] = failure.result  # the teardown's report leaves it out too
+    shown = item.stash.get(_SHOWN, None)
     sections = [_section(entry) for entry in runs if shown is None or entry.result is not shown]
     if last:
         item.stash[_RUNS] = []

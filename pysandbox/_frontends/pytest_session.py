@@ -311,9 +311,7 @@ class SessionSandbox:
             self._session, argv, stdin=data, cpu_time=limits.cpu_time, wall_time=limits.wall_time
         )
         what = shorten(repr(list(argv)))
-        record_run(
-            self._item, what, describe(result, limits), limits, output_tails(result), result
-        )
+        record_run(self._item, what, describe(result, limits), limits, output_tails(result), result)
         return result
 
     def call(self, target: str, /, *args: object, **kwargs: object) -> object:
