@@ -31,8 +31,9 @@ from .._model.limits import Limits
 from .._model.session_result import LOST, CellResult
 from .call import OnOutput
 from .run import check_env, check_file_filter, check_output_callback
-from .session_args import call_order, positive_seconds, session_limits
+from .session_args import call_limits, call_order, positive_seconds, session_limits
 from .session_call import call_function
+from .session_cap import ProcessCapWatch
 from .session_channel import (
     CONTROL_MAX,
     FATAL,
@@ -126,6 +127,7 @@ class Session:
         self._facts: Facts | None = None
         self._failure: BaseException | None = None
         self._lost_reason = ""
+        self._cap = ProcessCapWatch()
         self._closed = False
         self._idle: IdleWatch | None = None
         request_read, request_write = os.pipe()
@@ -146,6 +148,7 @@ class Session:
                 patterns=patterns,
                 channels=inside,
                 cancel=self._kill,
+                on_cgroup=self._cap.watch,
             )
             self._thread = threading.Thread(
                 target=self._hold, args=(plan,), name="pysandbox-session", daemon=True
@@ -385,19 +388,8 @@ class Session:
         values: Values,
     ) -> CellResult:
         limits = reply.limits
-        order = {
-            "wall": limits.wall_time,
-            "cpu": limits.cpu_time,
-            "stdout": limits.stdout,
-            "stderr": limits.stderr,
-            "truncate": limits.truncate_output,
-            "files_max": limits.files_out,
-            "files_count": limits.files_out_count,
-            "displays_max": limits.displays,
-            "displays_count": limits.displays_count,
-            "values_max": limits.values,
-            "pull": bool(values.pull),
-        }
+        order = call_limits(limits, pull=bool(values.pull))
+        refused = self._cap.count()
         started = time.monotonic()
         deadline = started + limits.wall_time + GRACE
         try:
@@ -406,7 +398,7 @@ class Session:
             # Inside the try: a DONE whose fields are unfit (a value that is no str, an
             # error that is no dict...) is a broken protocol too, and must lose the
             # session rather than raise ProtocolError at the caller.
-            result = reply.result(time.monotonic() - started)
+            result = reply.result(time.monotonic() - started, self._cap.count() > refused)
         except ProtocolError as exc:
             return self._lose(str(exc), reply, started)
         except SandboxError:

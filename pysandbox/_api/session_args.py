@@ -12,7 +12,7 @@ from .._model.filestream import encode_files
 from .._model.limits import MIN_OPEN_FILES, Limits
 from .._model.record import replace
 
-__all__ = ["call_files", "call_order", "positive_seconds", "session_limits"]
+__all__ = ["call_files", "call_limits", "call_order", "positive_seconds", "session_limits"]
 
 
 def session_limits(limits: object, channels: int) -> Limits:
@@ -82,3 +82,21 @@ def call_order(
     given = {name: value for name, value in changes.items() if value is not None}
     limits = replace(limits, **given) if given else limits
     return limits, call_files(files)
+
+
+def call_limits(limits: Limits, *, pull: bool) -> dict[str, object]:
+    """A call's ``limits`` as its request to the keeper gives them (``pull``: variables
+    are to be sent back)."""
+    return {
+        "wall": limits.wall_time,
+        "cpu": limits.cpu_time,
+        "stdout": limits.stdout,
+        "stderr": limits.stderr,
+        "truncate": limits.truncate_output,
+        "files_max": limits.files_out,
+        "files_count": limits.files_out_count,
+        "displays_max": limits.displays,
+        "displays_count": limits.displays_count,
+        "values_max": limits.values,
+        "pull": pull,
+    }

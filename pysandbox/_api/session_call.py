@@ -176,6 +176,7 @@ def call_function(
         cpu_time=cell.cpu_time,
         max_rss=cell.max_rss,
         value_refused=cell.error is None and error is not None,
+        processes_exceeded=cell.processes_exceeded,
     )
 
 

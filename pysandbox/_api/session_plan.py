@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 import os
 import resource
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from .._cgroups.group import SandboxCgroup
 from .._host import programs
 from .._launch import bwrap
 from .._launch.plan import FdLayout, Plan
@@ -41,12 +42,13 @@ def session_plan(
     patterns: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
     channels: tuple[int, int, int],
     cancel: CancelEvent,
+    on_cgroup: Callable[[SandboxCgroup | None], object] | None = None,
 ) -> Plan:
     """The plan of a session with ``limits``, its checked ``readable`` paths, ``env``
     as bwrap options, its first files as a stream, its checked ``files_include`` and
     ``files_exclude`` ``patterns`` (the keeper's arguments after the pipes: ``+PATTERN``,
     ``-PATTERN``), and ``channels`` (the sandbox's ends of the request, reply and call
-    pipes); ``cancel`` kills it."""
+    pipes); ``cancel`` kills it; ``on_cgroup`` is shown its group once made."""
     payloads = [] if files_stream is None else [files_stream]
     fonts = python_fontlist(b"")
     if fonts is not None:
@@ -95,4 +97,5 @@ def session_plan(
         cpu_limit=cpu_budget,
         cancel=cancel,
         channels=channels,
+        on_cgroup=on_cgroup,
     )

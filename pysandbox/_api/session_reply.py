@@ -281,8 +281,9 @@ class Reply:
             raise ProtocolError("the keeper sent more file bytes than the call's cap")
         self.files[name] = data
 
-    def result(self, wall: float) -> CellResult:
-        """The call's result from its ``DONE``; ``ProtocolError`` when a field is unfit."""
+    def result(self, wall: float, processes_exceeded: bool = False) -> CellResult:
+        """The call's result from its ``DONE`` (``processes_exceeded``: the host saw the
+        cap refuse a fork while it ran); ``ProtocolError`` when a field is unfit."""
         done = self.done
         assert done is not None
         outcome = done.get("outcome")
@@ -314,6 +315,7 @@ class Reply:
             value_displayed=self.value_displayed,
             returncode=returncode,
             signal=signal,
+            processes_exceeded=processes_exceeded,
         )
 
 

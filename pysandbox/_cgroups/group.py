@@ -49,7 +49,7 @@ from .node import (
     sweep_leftovers,
 )
 from .sweep import reaper
-from .usage import CgroupUsage, read_cpu, read_usage, settle
+from .usage import CgroupUsage, read_cpu, read_pids_refused, read_usage, settle
 
 __all__ = [
     "SandboxCgroup",
@@ -276,6 +276,13 @@ class SandboxCgroup:
         if self._final is not None:
             return self._final.cpu_time
         return read_cpu(self._nodes)
+
+    def pids_refused(self) -> int | None:
+        """Forks and clones the group's ``pids.max`` has refused so far, while the group
+        lives; None without a pids controller, or once it has ended."""
+        if self._state != "entered":
+            return None
+        return read_pids_refused(self._nodes)
 
     def kill(self, timeout: float = KILL_SECONDS) -> bool:
         """SIGKILL every process in the group until none is left, for at most ``timeout``

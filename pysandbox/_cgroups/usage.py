@@ -17,6 +17,7 @@ from .node import Node, counts_cpu
 __all__ = [
     "CgroupUsage",
     "read_cpu",
+    "read_pids_refused",
     "read_usage",
     "settle",
     "shmem",
@@ -69,6 +70,15 @@ def read_cpu(nodes: Iterable[Node]) -> float | None:
     for node in nodes:
         if counts_cpu(node):
             return _read_cpu(node)
+    return None
+
+
+def read_pids_refused(nodes: Iterable[Node]) -> int | None:
+    """How many forks and clones ``pids.max`` has refused so far (``pids.events``
+    ``max``), or None without a pids node."""
+    for node in nodes:
+        if "pids" in node.controllers:
+            return read_keyed(node.fd, node.files.pids_events).get("max", 0)
     return None
 
 

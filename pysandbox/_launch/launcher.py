@@ -176,6 +176,8 @@ def _set_up(plan: Plan, role: AsTemplate | AsCopy | None = None) -> _Setup:
         confinement = resources.enter_context(
             confine(processes=plan.processes, memory_total=plan.memory_total, rlimits=plan.rlimits)
         )
+        if plan.on_cgroup is not None:
+            plan.on_cgroup(confinement.cgroup)
         client, template = (None, False)
         if role is not None:
             client, template = _client_fds(role, confinement)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from .. import _sandbox
+from .._cgroups.group import SandboxCgroup
 from .._cgroups.usage import CgroupUsage
 from .._model.cancel import CancelEvent
 from .._model.record import record
@@ -156,6 +157,9 @@ class Plan:
     on_stdout: Callable[[bytes], object] | None = None
     on_stderr: Callable[[bytes], object] | None = None
     cancel: CancelEvent | None = None
+    #: Shown the run's group (None without one) once it is made, before the sandbox
+    #: starts: a session reads its counters while it lives.
+    on_cgroup: Callable[[SandboxCgroup | None], object] | None = None
     #: stdout and stderr as stripped str (None where not UTF-8): eval_in_sandbox's way.
     text: bool = False
     #: The API reads the cgroup's counters from the facts (``eval_in_sandbox`` does not:

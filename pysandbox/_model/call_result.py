@@ -77,6 +77,9 @@ class CallResult(SessionOutcome):
     #: The function returned, but its value could not cross the sandbox's boundary:
     #: ``error`` says why (a ``TypeError`` or ``ValueError`` naming where in the value).
     value_refused: bool = False
+    #: A fork or clone was refused at ``Limits.processes`` while the call ran, as
+    #: ``CellResult.processes_exceeded``.
+    processes_exceeded: bool = False
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
@@ -99,4 +102,6 @@ class CallResult(SessionOutcome):
             message = escape_report(f"{head}\n{trace}\n" if trace else f"{head}\n")
         else:
             message = f"{self.call} did not finish: {self.reason or self.status.value}\n"
+        if self.processes_exceeded:
+            message = message.rstrip("\n") + " (its process limit was reached too)\n"
         raise SandboxFailure(message + output_tails(self), self)

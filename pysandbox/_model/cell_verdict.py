@@ -26,6 +26,8 @@ def describe_cell(cell: CellResult | CallResult, limits: Limits) -> str:
     parts = [cell.status.value]
     if cell.status in LIMIT_STATUSES:
         parts[0] += limit_hit(cell, limits)
+    if cell.processes_exceeded:
+        parts.append(f"process limit reached (limit {limits.processes})")
     parts.append(_OUTCOME_WORDS[cell.outcome])
     if isinstance(cell, CallResult) and cell.value_refused:
         parts.append("its value cannot cross")

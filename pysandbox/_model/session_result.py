@@ -136,6 +136,9 @@ class CellResult(SessionOutcome):
     #: signal that ended it (a segfault); None otherwise.
     returncode: int | None = None
     signal: int | None = None
+    #: A fork or clone was refused because the session had ``Limits.processes`` tasks
+    #: while the call ran (seen where a pids cgroup caps the session; False without).
+    processes_exceeded: bool = False
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
