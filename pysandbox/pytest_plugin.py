@@ -13,6 +13,7 @@ modules of ``_frontends`` that it imports are the only ones that import pytest:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Generator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -258,8 +259,9 @@ def _sandbox_session_pool() -> Generator[dict[object, LiveSession], None, None]:
     session``), one per load and limits; closed at the end of the run."""
     pool: dict[object, LiveSession] = {}
     yield pool
-    for live in pool.values():
-        live.close()
+    with contextlib.ExitStack() as closing:  # each closed, whatever another raises
+        for live in pool.values():
+            closing.callback(live.close)
 
 
 @pytest.fixture(scope="module")

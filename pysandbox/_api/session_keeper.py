@@ -247,7 +247,7 @@ class State:
         except MemoryError:
             self.out_of_memory()
         except BaseException as exc:
-            error = describe(exc, request["value_max"], name if request.get("harness") else "")
+            error = describe(exc, request["value_max"], name if request.get("harness") else None)
         shown = None
         try:
             shown = self.after_code(value, error is None, request)
@@ -390,7 +390,7 @@ def wait_gone(pid: int) -> None:
         os.close(handle)
 
 
-def describe(exc: BaseException, cap: int, hidden: str = "") -> dict[str, str]:
+def describe(exc: BaseException, cap: int, hidden: str | None = None) -> dict[str, str]:
     """An exception as data: its type, message and the traceback of the cell's frames,
     without the first ones of the file named ``hidden`` (a harness's cell)."""
     trace = exc.__traceback__

@@ -28,9 +28,12 @@ if TYPE_CHECKING:
 __all__ = ["program_result", "run_program"]
 
 #: Runs ``argv`` with ``data`` on its stdin; sets ``returncode``.  127 and 126 are the
-#: shell's codes for a program not found and one that cannot be run.
+#: shell's codes for a program not found and one that cannot be run.  The program gets
+#: the default actions of the signals Python ignores (``SIGPIPE``, ``SIGXFSZ``), as a
+#: program ``run`` starts does; only it holds the pipe's read end, so one that stops
+#: reading ends the write (``EPIPE``: the call ignores ``SIGPIPE`` while it writes).
 _SPAWN = """\
-import os, sys
+import os, signal, sys
 sys.stdout.flush()
 sys.stderr.flush()
 read_end, write_end = os.pipe()
@@ -38,24 +41,26 @@ try:
     pid = os.posix_spawnp(
         argv[0], argv, os.environ,
         file_actions=[(os.POSIX_SPAWN_DUP2, read_end, 0), (os.POSIX_SPAWN_CLOSE, write_end)],
+        setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
     )
 except OSError as error:
+    os.close(read_end)
+    os.close(write_end)
     os.write(2, f"{argv[0]}: {error.strerror}\\n".encode())
     returncode = 126 if isinstance(error, PermissionError) else 127
 else:
+    os.close(read_end)
     left = memoryview(data)
+    kept = signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     try:
         while left:
             left = left[os.write(write_end, left):]
     except BrokenPipeError:
         pass
-    os.close(write_end)
-    write_end = -1
-    returncode = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-finally:
-    os.close(read_end)
-    if write_end >= 0:
+    finally:
         os.close(write_end)
+        signal.signal(signal.SIGPIPE, kept)
+    returncode = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 """
 #: The most characters the exit code's ``repr`` may have: ``-64`` to ``255``.
 _CODE_WIDTH = 4
@@ -70,9 +75,13 @@ def run_program(
     stdin: bytes = b"",
     wall_time: float | None = None,
     cpu_time: float | None = None,
+    stdout: int | None = None,
+    stderr: int | None = None,
+    truncate_output: bool | None = None,
 ) -> tuple[Result, CellResult]:
-    """Run ``argv`` in ``session`` with ``stdin``: the program's end as a ``Result``,
-    and the session's call that ran it.
+    """Run ``argv`` in ``session`` with ``stdin`` under the call's limits (each None:
+    the session's): the program's end as a ``Result``, and the session's call that ran
+    it.
 
     :raises TypeError, ValueError: ``argv`` is not a non-empty sequence of str without
         NUL bytes, or ``stdin`` is not bytes.
@@ -91,7 +100,14 @@ def run_program(
         raise TypeError(f"stdin must be bytes, not {type(stdin).__name__}")
     names = {"argv": list(argv), "data": bytes(stdin)}
     code = f"(lambda names: (exec({_SPAWN!r}, names), names['returncode'])[1])({names!r})"
-    cell = session.run(code, wall_time=wall_time, cpu_time=cpu_time)
+    cell = session.run(
+        code,
+        wall_time=wall_time,
+        cpu_time=cpu_time,
+        stdout=stdout,
+        stderr=stderr,
+        truncate_output=truncate_output,
+    )
     return program_result(cell), cell
 
 

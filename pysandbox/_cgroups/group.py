@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import threading
 import time
 from collections.abc import Callable
 
@@ -143,6 +144,9 @@ class SandboxCgroup:
         self._join_fds: list[int] = []
         self._cpu_fd = -1
         self._state = "new"  # -> ("prepared" ->) "entered" -> "exited"
+        #: Held to read a counter while the group lives (``pids_refused``, in a caller's
+        #: thread) and to mark it exited: its fds are closed only after that.
+        self._reading = threading.Lock()
         self._limited = False
         self._final: CgroupUsage | None = None
         self._remove_later = remove_later
@@ -280,9 +284,10 @@ class SandboxCgroup:
     def pids_refused(self) -> int | None:
         """Forks and clones the group's ``pids.max`` has refused so far, while the group
         lives; None without a pids controller, or once it has ended."""
-        if self._state != "entered":
-            return None
-        return read_pids_refused(self._nodes)
+        with self._reading:
+            if self._state != "entered":
+                return None
+            return read_pids_refused(self._nodes)
 
     def kill(self, timeout: float = KILL_SECONDS) -> bool:
         """SIGKILL every process in the group until none is left, for at most ``timeout``
@@ -361,9 +366,10 @@ class SandboxCgroup:
         the reaper thread); bounded, and never raises.  In a process forked from the one
         that made it (its copy closed there: a context manager's generator collected),
         only the descriptors are closed: the group and its sandbox are the other's."""
-        if self._state == "exited":
-            return
-        self._state = "exited"
+        with self._reading:
+            if self._state == "exited":
+                return
+            self._state = "exited"
         if os.getpid() != self._owner:
             for fd in {*self._procs_fds, *self._join_fds, self._cpu_fd} - {-1}:
                 with contextlib.suppress(OSError):

@@ -17,6 +17,7 @@ from typing import NamedTuple, NoReturn
 import pytest
 
 from .._model.call_result import CallResult
+from .._model.escape import escape_report
 from .._model.limits import Limits
 from .._model.result import SandboxFailure, output_tails
 from .._model.session_result import CellResult
@@ -86,7 +87,8 @@ def fail_with(item: pytest.Item, message: str, result: object) -> NoReturn:
 def cell_tails(cell: CellResult | CallResult) -> str:
     """The tails of a session call's stdout and stderr, and the traceback of what it
     raised."""
-    return output_tails(cell) + (f"\n{cell.error.traceback}" if cell.error else "")
+    trace = f"\n{escape_report(cell.error.traceback)}" if cell.error else ""
+    return output_tails(cell) + trace
 
 
 def _section(entry: _Run) -> tuple[str, str]:

@@ -17,13 +17,14 @@ Imported by the plugin only (it imports pytest).
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from .._api.notebook import run_notebook
-from .._api.session import Session
+from .._api.session import GRACE, Session
 from .._api.session_program import run_program
 from .._model.call_result import CallResult
 from .._model.cell_verdict import describe_cell
@@ -155,28 +156,41 @@ class LiveSession:
         self.limits = limits
         self._files = files
         self._session: Session | None = None
+        self._started = 0.0
         #: Why the load failed, with its verdict and output ("" when it did not).
         self.failure = ""
         #: The load's notebook run, when it ran one.
         self.notebook: NotebookResult | None = None
 
-    def ready(self, item: pytest.Item) -> Session:
-        """The live session, started and loaded if it is not (the load recorded in
-        ``item``'s report); ``pytest.fail`` with the load's failure when it failed."""
+    def ready(self, item: pytest.Item, wall_time: float) -> Session:
+        """The live session, started and loaded if it is not, or if less of its lifetime
+        is left than a call of ``wall_time`` may need (the load recorded in ``item``'s
+        report); ``pytest.fail`` with the load's failure when it failed."""
         if self.failure:
             fail_with(item, self.failure, None)
-        if self._session is None or not self._session.alive:
+        left = SESSION_LIFETIME - (time.monotonic() - self._started)
+        if self._session is None or not self._session.alive or left < wall_time + GRACE:
             self.close()
             files = self._files()
-            self._session = Session(
-                limits=self.limits,
-                files=files,
-                lifetime=SESSION_LIFETIME,
-                idle_timeout=SESSION_LIFETIME,
-                cpu_budget=SESSION_CPU_BUDGET,
-            )
-            self.failure, ran = self._load(item, self._session, files)
+            try:
+                self._session = Session(
+                    limits=self.limits,
+                    files=files,
+                    lifetime=SESSION_LIFETIME,
+                    idle_timeout=SESSION_LIFETIME,
+                    cpu_budget=SESSION_CPU_BUDGET,
+                )
+            except (TypeError, ValueError) as exc:  # a file the sandbox refuses
+                self.failure = f"the submission could not be loaded: {escape_report(str(exc))}"
+                fail_with(item, self.failure, None)
+            self._started = time.monotonic()
+            try:
+                self.failure, ran = self._load(item, self._session, files)
+            except BaseException:  # never a session left unloaded for the next test
+                self.close()
+                raise
             if self.failure:
+                self.close()
                 fail_with(item, self.failure, ran)
         return self._session
 
@@ -195,9 +209,7 @@ class LiveSession:
         if plan.notebook is not None:
             return self._load_notebook(item, session, limits, files)
         if isinstance(plan.setup, tuple):
-            result, _ = run_program(
-                session, plan.setup, cpu_time=limits.cpu_time, wall_time=limits.wall_time
-            )
+            result, _ = run_program(session, plan.setup, **program_limits(limits))
             verdict = describe(result, limits)
             record_run(item, what, verdict, limits, output_tails(result), result)
             ok, tails, ran = bool(result), output_tails(result), result
@@ -239,6 +251,13 @@ class LiveSession:
         except ValueError as exc:
             return f"the submission could not be loaded ({what}): {exc}", None
         self.notebook = notebook
+        lost = [cell.result.reason for cell in notebook.cells if cell.result and cell.result.lost]
+        if lost or not session.alive:
+            why = escape_report(lost[0] if lost else "the session ended")
+            return (
+                f"the submission could not be loaded ({what}): a cell lost the session: {why}",
+                None,
+            )
         counts = ", ".join(f"{count} {state}" for state, count in notebook.counts.items() if count)
         verdict = (
             f"{len(notebook.cells)} cells: {counts or 'none'}, wall {notebook.wall_time:.2f} s"
@@ -261,7 +280,7 @@ class SessionSandbox:
         self._item = item
         self._live = live
         self._limits = limits
-        self._session = live.ready(item)
+        self._session = live.ready(item, limits.wall_time)
 
     def __repr__(self) -> str:
         return f"<SessionSandbox of {self._item.nodeid}: {self._limits!r}>"
@@ -277,39 +296,34 @@ class SessionSandbox:
         """The live ``pysandbox.Session`` itself; calls made on it are not reported."""
         return self._session
 
+    def _alive(self) -> Session:
+        """The session, or the test failed when an earlier call of it lost the session
+        (the next test gets a new one, loaded again)."""
+        if not self._session.alive:
+            fail_with(self._item, "the session was lost by an earlier call of this test", None)
+        return self._session
+
     @property
     def notebook(self) -> NotebookResult | None:
         """The notebook run that loaded the session (``NotebookResult``), or None."""
         return self._live.notebook
-
-    def _call_options(self) -> dict[str, object]:
-        limits = self._limits
-        return {
-            "wall_time": limits.wall_time,
-            "cpu_time": limits.cpu_time,
-            "stdout": limits.stdout,
-            "stderr": limits.stderr,
-            "truncate_output": limits.truncate_output,
-        }
 
     def run_python(
         self, code: str, *, files: Mapping[str, bytes | File] | None = None
     ) -> CellResult:
         """``code`` run in the session as ``Session.run`` runs it, under the test's
         limits; the call's ``CellResult``."""
-        cell = self._session.run(code, files=files, **self._call_options())  # type: ignore[arg-type]
+        cell = self._alive().run(code, files=files, **program_limits(self._limits))
         first = next((line.strip() for line in code.splitlines() if line.strip()), "(empty)")
         self._record(f"run_python: {shorten(first)}", cell)
         return cell
 
     def run(self, argv: Sequence[str], *, stdin: bytes | str = b"") -> Result:
         """The program ``argv`` run in the session with ``stdin`` (text is UTF-8), under
-        the test's CPU and wall time; its end as a ``Result`` (``check()`` works)."""
+        the test's limits; its end as a ``Result`` (``check()`` works)."""
         data = stdin.encode() if isinstance(stdin, str) else stdin
         limits = self._limits
-        result, _ = run_program(
-            self._session, argv, stdin=data, cpu_time=limits.cpu_time, wall_time=limits.wall_time
-        )
+        result, _ = run_program(self._alive(), argv, stdin=data, **program_limits(limits))
         what = shorten(repr(list(argv)))
         record_run(self._item, what, describe(result, limits), limits, output_tails(result), result)
         return result
@@ -326,17 +340,7 @@ class SessionSandbox:
     def call_result(self, target: str, /, *args: object, **kwargs: object) -> CallResult:
         """``Session.call``'s whole ``CallResult`` under the test's limits: the value,
         the function's output apart, or its exception; nothing fails the test."""
-        limits = self._limits
-        result = self._session.call_with(
-            target,
-            args,
-            kwargs,
-            wall_time=limits.wall_time,
-            cpu_time=limits.cpu_time,
-            stdout=limits.stdout,
-            stderr=limits.stderr,
-            truncate_output=limits.truncate_output,
-        )
+        result = self._alive().call_with(target, args, kwargs, **program_limits(self._limits))
         self._record(f"call {result.call}", result)
         return result
 
@@ -347,12 +351,23 @@ class SessionSandbox:
 
     def push(self, values: Mapping[str, object] | None = None, /, **named: object) -> None:
         """``Session.push``: set the session's variables to copies of these."""
-        self._session.push(values, **named)
+        self._alive().push(values, **named)
 
     def pull(self, *names: str) -> dict[str, object]:
         """``Session.pull``: copies of the session's variables ``names``."""
-        return self._session.pull(*names)
+        return self._alive().pull(*names)
 
     def _record(self, what: str, cell: CellResult | CallResult) -> None:
         verdict = describe_cell(cell, self._limits)
         record_run(self._item, what, verdict, self._limits, cell_tails(cell), cell)
+
+
+def program_limits(limits: Limits) -> dict[str, Any]:
+    """``limits`` as ``run_program``'s per-call options."""
+    return {
+        "wall_time": limits.wall_time,
+        "cpu_time": limits.cpu_time,
+        "stdout": limits.stdout,
+        "stderr": limits.stderr,
+        "truncate_output": limits.truncate_output,
+    }

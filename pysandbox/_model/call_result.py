@@ -101,7 +101,8 @@ class CallResult(SessionOutcome):
             trace = self.error.traceback.rstrip("\n")
             message = escape_report(f"{head}\n{trace}\n" if trace else f"{head}\n")
         else:
-            message = f"{self.call} did not finish: {self.reason or self.status.value}\n"
+            reason = escape_report(self.reason or self.status.value)
+            message = f"{self.call} did not finish: {reason}\n"
         if self.processes_exceeded:
             message = message.rstrip("\n") + " (its process limit was reached too)\n"
         raise SandboxFailure(message + output_tails(self), self)

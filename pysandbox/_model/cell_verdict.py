@@ -10,6 +10,7 @@ it raised, its times.
 from __future__ import annotations
 
 from .call_result import CallResult
+from .escape import escape_report
 from .limits import Limits
 from .session_result import CellResult
 from .status import signal_name
@@ -21,8 +22,8 @@ _OUTCOME_WORDS = {"committed": "committed", "rolled_back": "rolled back", "lost"
 
 
 def describe_cell(cell: CellResult | CallResult, limits: Limits) -> str:
-    """How ``cell`` (a ``Session.run`` or ``Session.call``) ended, in one line;
-    ``limits`` are the call's."""
+    """How ``cell`` (a ``Session.run`` or ``Session.call``) ended, in one line, escaped
+    for a terminal and a CI log; ``limits`` are the call's."""
     parts = [cell.status.value]
     if cell.status in LIMIT_STATUSES:
         parts[0] += limit_hit(cell, limits)
@@ -40,4 +41,4 @@ def describe_cell(cell: CellResult | CallResult, limits: Limits) -> str:
     parts.append(f"cpu {cell.cpu_time:.2f} s")
     parts.append(f"wall {cell.wall_time:.2f} s")
     parts.append(f"max rss {size_text(cell.max_rss)}")
-    return ", ".join(parts)
+    return escape_report(", ".join(parts))  # the exception's type is the code's to name

@@ -226,10 +226,10 @@ def test_the_output_says_why_a_test_lost_points(graded: Graded) -> None:
 
 def test_the_output_shows_the_sandboxed_runs(graded: Graded) -> None:
     failed = graded.tests["test_sandbox_fails"]["output"]
-    assert "SandboxFailure: sandboxed program failed: CPU_TIME_EXCEEDED" in failed, failed
-    first = failed.index("pysandbox run 1: run_python: print('warming up')\nok, exit 0")
-    second = failed.index("pysandbox run 2: run_python: while True: pass\ncpu_time_exceeded")
-    assert first < second, failed
+    # The failing run shows once, by its failure's message: its section is left out.
+    assert failed.startswith("pysandbox.SandboxFailure: sandboxed program failed: CPU_TIME"), failed
+    assert "pysandbox run 1: run_python: print('warming up')\nok, exit 0" in failed, failed
+    assert "pysandbox run 2" not in failed, failed
     assert "--- stdout ---\nwarming up\n" in failed, failed
     passed = graded.tests["test_sandbox_passes"]["output"]
     assert re.fullmatch(

@@ -255,10 +255,32 @@ def test_importing_pysandbox_does_not_import_pytest() -> None:
 def test_the_documented_example_passes_under_pytest(tmp_path: Path, document: Path) -> None:
     """The one example of the document that uses the fixture: every test in it passes."""
     blocks = code_blocks("python", document)
-    (example,) = (block for block in blocks if "def test_" in block and "(sandbox" in block)
+    (example,) = (b for b in blocks if "def test_" in b and re.search(r"\(sandbox[,)]", b))
     (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = --strict-markers\n")
     (tmp_path / "test_example.py").write_text(textwrap.dedent(example))
     process = run_pytest(tmp_path)
     assert process.returncode == pytest.ExitCode.OK, process.stdout + process.stderr
     tests = example.count("def test_")
+    assert re.search(rf"\b{tests} passed\b", process.stdout), process.stdout
+
+
+@pytest.mark.parametrize(
+    ("document", "tests"), [(README, 1), (DOCS / "graders.rst", 3)], ids=["README", "graders"]
+)
+def test_the_documented_session_example_passes_under_pytest(
+    tmp_path: Path, document: Path, tests: int
+) -> None:
+    """The example of the document that uses ``sandbox_session``, graded against a
+    submission whose ``solution.py`` is right: every test in it passes."""
+    blocks = code_blocks("python", document)
+    (example,) = (block for block in blocks if "(sandbox_session" in block)
+    (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = --strict-markers\n")
+    (tmp_path / "test_example.py").write_text("import pytest\n" + textwrap.dedent(example))
+    (tmp_path / "submission").mkdir()
+    (tmp_path / "submission" / "solution.py").write_text(
+        "def add(a, b):\n    return a + b\n\n\n"
+        "def is_prime(n):\n    return n > 1 and all(n % d for d in range(2, n))\n"
+    )
+    process = run_pytest(tmp_path, "--submission", "submission")
+    assert process.returncode == pytest.ExitCode.OK, process.stdout + process.stderr
     assert re.search(rf"\b{tests} passed\b", process.stdout), process.stdout

@@ -6,6 +6,7 @@ forever, crash, run out of memory and still cost only their own points."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import xml.etree.ElementTree as ET
@@ -190,6 +191,35 @@ def test_state(sandbox_session):
     assert sandbox_session.pull("y") == {"y": 42}
 """
 
+LOST = """\
+import pytest
+
+pytestmark = pytest.mark.sandbox_session(notebook="lost.ipynb")
+
+
+def test_after_a_lost_load(sandbox_session):
+    pass
+"""
+
+# Runs after the other modules (files run in name order): their sessions, each closed at
+# its module's end, have no sandbox left.  bwrap's command line holds the disk size.
+AFTER = """\
+import os
+
+
+def test_no_session_outlives_its_module():
+    marker = os.environ["SESSION_TEST_DISK"].encode()
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                if marker in cmdline.read():
+                    left.append(pid)
+        except OSError:
+            pass
+    assert left == []
+"""
+
 SHARED = """\
 import pytest
 
@@ -206,7 +236,8 @@ class Inner:
 
     def __init__(self, directory: Path, *args: str, disk: int = 0) -> None:
         self.disk = disk
-        self.process = run_pytest(directory, "--junitxml", "junit.xml", "-rA", *args)
+        env = {"SESSION_TEST_DISK": str(disk)}
+        self.process = run_pytest(directory, "--junitxml", "junit.xml", "-rA", *args, env=env)
         self.junit = ET.parse(directory / "junit.xml").getroot()
         gradescope = directory / "results.json"
         self.grades = json.loads(gradescope.read_text()) if gradescope.exists() else {}
@@ -243,12 +274,17 @@ def inner(tmp_path_factory: pytest.TempPathFactory) -> Inner:
     (directory / "test_broken.py").write_text(BROKEN)
     (directory / "test_calls.py").write_text(CALLS)
     (directory / "test_notebook.py").write_text(NOTEBOOK)
+    (directory / "test_zz_after.py").write_text(AFTER)
     submission = directory / "sub"
     submission.mkdir()
     (submission / "solution.py").write_text(SOLUTION)
     cells = [{"cell_type": "code", "source": cell, "metadata": {}, "outputs": []} for cell in CELLS]
     notebook = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}
     (submission / "analysis.ipynb").write_text(json.dumps(notebook))
+    killer = "import os, signal\nos.kill(-1, signal.SIGKILL)"  # the keeper too
+    cells = [{"cell_type": "code", "source": source} for source in ("x = 1", killer)]
+    (submission / "lost.ipynb").write_text(json.dumps({"nbformat": 4, "cells": cells}))
+    (directory / "test_lost.py").write_text(LOST)
     args = ("--submission", "sub", "--sandbox-gradescope", "results.json")
     return Inner(directory, *args, disk=disk)
 
@@ -344,7 +380,52 @@ def test_a_notebook_loads_cell_by_cell_and_its_state_is_graded(inner: Inner) -> 
     assert load.endswith(": notebook analysis.ipynb"), load
 
 
-def test_every_sandbox_is_gone_after_the_run(inner: Inner) -> None:
+def test_a_notebook_that_loses_the_session_fails_its_load(inner: Inner) -> None:
+    assert inner.outcome("test_after_a_lost_load") == "error", inner.why()
+    assert "could not be loaded (notebook lost.ipynb): a cell lost the session" in inner.why()
+
+
+def test_a_file_the_sandbox_refuses_errors_the_tests_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / os.fsdecode(b"\xff.txt")).write_bytes(b"x")
+    (tmp_path / "test_it.py").write_text(
+        "import pytest\npytestmark = pytest.mark.sandbox_session(setup='x = 1')\n"
+        "def test_it(sandbox_session):\n    pass\n"
+    )
+    process = run_pytest(tmp_path, "--submission", "sub")
+    output = process.stdout + process.stderr
+    assert process.returncode == 1, output
+    assert "E   the submission could not be loaded: " in output or (
+        "the submission could not be loaded: " in output and "Traceback" not in output
+    ), output
+    assert "pysandbox/" not in output, output
+
+
+def test_under_xdist_each_worker_loads_a_module_once(tmp_path: Path) -> None:
+    (tmp_path / "pytest.ini").write_text(INNER_INI)
+    (tmp_path / "test_stateful.py").write_text(STATEFUL)
+    (tmp_path / "test_programs.py").write_text(PROGRAMS)
+    process = run_pytest(
+        tmp_path, "-n", "2", "--dist", "loadscope", "--junitxml", "junit.xml", xdist=True
+    )
+    junit = ET.parse(tmp_path / "junit.xml").getroot()
+    failed = sorted(
+        case.get("name", "")
+        for case in junit.iter("testcase")
+        if case.find("failure") is not None or case.find("error") is not None
+    )
+    expected = ["test_2_loops_forever", "test_4_crashes_the_interpreter", "test_5_eats_memory"]
+    assert failed == sorted([*expected, "test_failing_check"]), process.stdout
+    loads = [
+        p.get("value", "")
+        for p in junit.iter("property")
+        if "setup:" in p.get("value", "") and p.get("name", "").startswith("pysandbox run")
+    ]
+    assert len(loads) == 2, loads  # one per module
+
+
+def test_each_modules_session_is_closed_at_its_end(inner: Inner) -> None:
+    assert inner.outcome("test_no_session_outlives_its_module") == "passed", inner.why()
     # bwrap's command line holds the disk size: no other test's sandbox has this one.
     assert survivors(str(inner.disk), within=0) == []
 

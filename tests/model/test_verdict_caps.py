@@ -135,3 +135,16 @@ def test_pytest_shows_pysandbox_sandbox_failure_without_pysandbox_frames(tmp_pat
     assert said in shown, shown
     assert "_model/result.py" not in shown and "def check(" not in shown, shown
     assert "pysandbox._" not in shown, shown
+
+
+def test_a_session_calls_verdict_and_tails_escape_what_the_code_named() -> None:
+    from pysandbox import CellError, CellResult
+    from pysandbox._frontends.pytest_runs import cell_tails
+    from pysandbox._model.cell_verdict import describe_cell
+
+    error = CellError(type="\x1b[2J", message="m", traceback="::error::forged\n\x1b[31m")
+    cell = CellResult(outcome="committed", status=Status.OK, error=error)
+    verdict = describe_cell(cell, Limits())
+    assert "\x1b" not in verdict and "raised \\x1b[2J" in verdict, verdict
+    tails = cell_tails(cell)
+    assert "\x1b" not in tails and "\n::error::" not in tails, tails

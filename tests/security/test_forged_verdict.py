@@ -60,6 +60,11 @@ FORGER = {FORGER!r}
 
 def test_forger(sandbox):
     sandbox.run_python(FORGER, limits=Limits(cpu_time={cpu(0.3)}, wall_time={slow(20)})).check()
+
+
+def test_forger_in_a_section(sandbox):
+    result = sandbox.run_python(FORGER, limits=Limits(cpu_time={cpu(0.3)}, wall_time={slow(20)}))
+    assert result.returncode == 0
 """
 
 
@@ -69,8 +74,11 @@ def test_pytest_report_sections_show_the_programs_escapes_escaped(tmp_path: Path
     process = run_pytest(tmp_path, "-rA")
     report = process.stdout
     assert process.returncode == 1, report + process.stderr
-    assert "cpu_time_exceeded" in report and "pysandbox run 1" in report, report
-    _assert_escaped(report)
+    # check()'s failure shows its run in its message; the plain assert's run has a section.
+    assert "SandboxFailure: sandboxed program failed: CPU_TIME_EXCEEDED" in report, report
+    assert "pysandbox run 1" in report and "cpu_time_exceeded" in report, report
+    for test in ("_ test_forger _", "_ test_forger_in_a_section _"):
+        _assert_escaped(report.split(test)[1].split("\n___")[0])
 
 
 def _on_a_pty(*args: str) -> tuple[int, bytes]:
