@@ -48,7 +48,9 @@ PROGRAMS: dict[Status, tuple[str, Limits]] = {
     Status.SIGNALED: ("import os, signal; os.kill(os.getpid(), signal.SIGABRT)", Limits()),
     Status.WALL_TIME_EXCEEDED: ("import time; time.sleep(60)", Limits(wall_time=0.5)),
     Status.CPU_TIME_EXCEEDED: ("while True: pass", Limits(cpu_time=0.25)),
-    Status.OUTPUT_EXCEEDED: ("print('x' * 10000)", Limits(stdout=100)),
+    # Printing on and on: the cap, not the program's end, ends it (a program that wrote
+    # its 10 KB and exited could be reported by the init before the kill).
+    Status.OUTPUT_EXCEEDED: ("while True: print('x' * 10000)", Limits(stdout=100)),
 }
 
 #: The statuses of ``PROGRAMS`` whose run the C core ended by a kill.
