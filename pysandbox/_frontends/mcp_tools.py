@@ -145,6 +145,25 @@ class Closed(BaseModel):
     closed: bool
 
 
+async def run_cell(
+    session: Session, code: str, limits: Limits, ctx: Context, stopped: str, failed: str
+) -> CellResult:
+    """``session.run(code)`` under ``limits``' wall and CPU time, in a worker thread,
+    stopped when the client goes away; that, or a ``SandboxError``, as a ``ToolError``
+    saying ``stopped`` or starting with ``failed``."""
+    try:
+        return await in_thread(
+            lambda cancel: session.run(
+                code, wall_time=limits.wall_time, cpu_time=limits.cpu_time, cancel=cancel
+            ),
+            departure(ctx),
+        )
+    except Cancelled:
+        raise ToolError(f"the client went away: {stopped}") from None
+    except SandboxError as exc:
+        raise ToolError(f"{failed}: {exc}") from None
+
+
 def departure(ctx: Context) -> Gone:
     """How to ask whether the client of this tool call went away: the handshake era's
     streamable HTTP runs a call apart from its HTTP request, so the request's own end is
@@ -303,16 +322,9 @@ class SandboxTools:
         async with self._fresh:
             session = await self._started(limits)
             try:
-                result = await in_thread(
-                    lambda cancel: session.run(
-                        code, wall_time=limits.wall_time, cpu_time=limits.cpu_time, cancel=cancel
-                    ),
-                    departure(ctx),
+                result = await run_cell(
+                    session, code, limits, ctx, "the run was stopped", "the code could not run"
                 )
-            except Cancelled:
-                raise ToolError("the client went away: the run was stopped") from None
-            except SandboxError as exc:
-                raise ToolError(f"the code could not run: {exc}") from None
             finally:
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(session.close)
@@ -368,16 +380,14 @@ class SandboxTools:
             raise _refused(exc) from None
         live.calls += 1
         try:
-            result = await in_thread(
-                lambda cancel: live.session.run(
-                    code, wall_time=limits.wall_time, cpu_time=limits.cpu_time, cancel=cancel
-                ),
-                departure(ctx),
+            result = await run_cell(
+                live.session,
+                code,
+                limits,
+                ctx,
+                "the call was rolled back",
+                f"session {session_id!r}",
             )
-        except Cancelled:
-            raise ToolError("the client went away: the call was rolled back") from None
-        except SandboxError as exc:
-            raise ToolError(f"session {session_id!r}: {exc}") from None
         finally:
             live.calls -= 1
             live.last_used = time.monotonic()
